@@ -1,0 +1,36 @@
+"""bind(): apply a primitive to whatever values it is given.
+
+Every operation in fusegrad, the user-facing NumPy functions and the VJP formulas alike, ends
+in `bind(prim, *args, **params)`. The kind of the arguments decides what happens, as with JAX's
+interpreters: a value type takes part by defining a class attribute `_fg_level` and a classmethod
+`_fg_bind(prim, args, params)`. The argument of the highest level handles the call: tracers
+(level 2) append an Op to the current trace, eager tensors (level 1) compute and record a tape
+node, and plain NumPy arrays and Python scalars are evaluated directly.
+"""
+
+from __future__ import annotations
+
+from .runtime.interpreter import apply
+
+TRACE_LEVEL = 2
+EAGER_LEVEL = 1
+
+
+def level(x) -> int:
+    return getattr(type(x), "_fg_level", 0)
+
+
+def top_level(args) -> int:
+    return max((level(a) for a in args), default=0)
+
+
+def bind(prim: str, *args, **params):
+    """Apply primitive `prim` to args: traced, recorded on the tape, or computed now."""
+    handler, best = None, 0
+    for a in args:
+        lv = level(a)
+        if lv > best:
+            handler, best = type(a), lv
+    if handler is None:
+        return apply(prim, args, params)
+    return handler._fg_bind(prim, args, params)

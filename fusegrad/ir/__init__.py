@@ -1,0 +1,5 @@
+"""The SSA IR: types, values, ops, functions, primitives and their shape rules."""
+
+from .core import Builder, Function, Op, Value
+from .primitives import COMPOSITES, ELEMENTWISE, REDUCTIONS, Prim, ShapeError, shape_rules
+from .types import TensorType, dtype_name
