@@ -3,3 +3,6 @@
 from .core import Builder, Function, Op, Value
 from .primitives import COMPOSITES, ELEMENTWISE, REDUCTIONS, Prim, ShapeError, shape_rules
 from .types import TensorType, dtype_name
+from .printer import print_function
+from .parser import parse, ParseError
+from .verify import verify, VerifyError

@@ -1,0 +1,151 @@
+"""The public transformations: thin compositions of tracing, passes, backends and the eager
+engine. `jit` caches one compiled entry per call signature.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+
+from .runtime.signature import Signature, explain_miss, leaf_array, log_compile, signature_of
+from .tracer.tracer import is_tracing, trace_flat
+from .tree import flatten, unflatten
+
+BACKENDS = ("numba", "interp", "eager")
+
+
+def default_backend() -> str:
+    return os.environ.get("FUSEGRAD_BACKEND") or _DEFAULT_BACKEND
+
+
+_DEFAULT_BACKEND = "interp"
+
+
+def _check_backend(backend):
+    if backend is not None and backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
+    return backend
+
+
+def _normalize_argnums(argnums) -> tuple:
+    if isinstance(argnums, int):
+        return (argnums,)
+    return tuple(argnums)
+
+
+def _name_of(fun) -> str:
+    return getattr(fun, "__name__", None) or type(fun).__name__
+
+
+def trace_signature(fun, sig: Signature, static_argnums, name=None):
+    """Trace fun for a signature; returns (Function, out_treedef)."""
+    static = dict(sig.static)
+    nargs = len(static) + len(sig.treedef[1])
+
+    def flat_fun(*tracers):
+        dynamic = iter(unflatten(sig.treedef, tracers))
+        args = [static[i] if i in static else next(dynamic) for i in range(nargs)]
+        return fun(*args)
+
+    types = [t for t, _ in sig.types]
+    weak = [w for _, w in sig.types]
+    fn, out_tree, _ = trace_flat(flat_fun, types, name or _name_of(fun), weak=weak)
+    return fn, out_tree
+
+
+def make_ir(fun, static_argnums=()):
+    """make_ir(f)(*args) -> the traced fg.ir.Function for those arguments."""
+    static_argnums = _normalize_argnums(static_argnums)
+
+    @functools.wraps(fun)
+    def traced(*args):
+        sig, _ = signature_of(args, static_argnums)
+        return trace_signature(fun, sig, static_argnums)[0]
+    return traced
+
+
+class Lowered:
+    """What jit compiles for one signature: the optimized IR, the source and kernel count."""
+
+    def __init__(self, traced, ir, executable):
+        self.traced = traced
+        self.ir = ir
+        self.executable = executable
+
+    @property
+    def source(self) -> str:
+        return getattr(self.executable, "source", "")
+
+    @property
+    def kernels(self) -> int:
+        return getattr(self.executable, "kernels", 0)
+
+
+def compile_function(fn, backend: str):
+    """Optimize fn and build an executable `run(leaves) -> list of arrays` for a backend."""
+    from .passes.pipeline import optimize
+    if backend == "numba":
+        from .codegen import compile_numba
+        return compile_numba(fn)
+    from .runtime.interpreter import Interpreted
+    return Interpreted(optimize(fn))
+
+
+class Jitted:
+    def __init__(self, fun, static_argnums=(), backend=None):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.static_argnums = _normalize_argnums(static_argnums)
+        self.backend = _check_backend(backend)
+        self._entries: dict = {}
+        self._last_sig = None
+        self._lock = threading.Lock()
+
+    def _backend(self) -> str:
+        return _check_backend(self.backend or default_backend())
+
+    def _entry(self, sig: Signature, backend: str):
+        key = (sig, backend)
+        entry = self._entries.get(key)
+        if entry is None:
+            with self._lock:
+                entry = self._entries.get(key)
+                if entry is None:
+                    log_compile(explain_miss(_name_of(self.fun), self._last_sig, sig))
+                    fn, out_tree = trace_signature(self.fun, sig, self.static_argnums)
+                    executable = compile_function(fn, backend)
+                    entry = self._entries[key] = (Lowered(fn, getattr(executable, "ir", fn),
+                                                          executable), out_tree)
+                    self._last_sig = sig
+        return entry
+
+    def __call__(self, *args):
+        backend = self._backend()
+        if backend == "eager" or is_tracing():
+            return self.fun(*args)
+        sig, leaves = signature_of(args, self.static_argnums)
+        lowered, out_tree = self._entry(sig, backend)
+        outs = lowered.executable([leaf_array(x) for x in leaves])
+        return unflatten(out_tree, outs)
+
+    def lower(self, *args) -> Lowered:
+        backend = self._backend()
+        if backend == "eager":
+            backend = "interp"
+        sig, _ = signature_of(args, self.static_argnums)
+        return self._entry(sig, backend)[0]
+
+    @property
+    def cache_size(self) -> int:
+        return len(self._entries)
+
+
+def jit(fun=None, static_argnums=(), backend=None):
+    """Compile fun per call signature; usable as @fg.jit or @fg.jit(static_argnums=...)."""
+    if fun is None:
+        return functools.partial(jit, static_argnums=static_argnums, backend=backend)
+    return Jitted(fun, static_argnums, backend)
+
+
+__all__ = ["jit", "make_ir", "Jitted", "Lowered", "flatten"]

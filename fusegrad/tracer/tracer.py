@@ -1,0 +1,288 @@
+"""Tracing: run a Python function on Tracer values and record every primitive as an IR Op.
+
+A TraceContext owns a Builder. Tracers belong to one context; the innermost active context
+records each bind. A tracer of an enclosing context used inside an inner trace (a closure in a
+nested grad) is lifted into a parameter of the inner function and recorded in `captures`, so the
+inner Function stays closed and its callers pass the outer value in. NumPy broadcasting and
+NEP 50 promotion are made explicit here with broadcast_in_dim, convert and full, so the IR never
+broadcasts implicitly.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ..dispatch import level
+from ..ir.core import Builder, Function, Value
+from ..ir.primitives import ELEMENTWISE, UNARY_FLOAT, ShapeError
+from ..ir.types import TensorType, dtype_name
+from ..methods import ArrayMethods
+from ..tree import flatten
+from .location import user_location
+
+_state = threading.local()
+
+
+def _stack() -> list:
+    stack = getattr(_state, "stack", None)
+    if stack is None:
+        stack = _state.stack = []
+    return stack
+
+
+def is_tracing() -> bool:
+    return bool(_stack())
+
+
+class ConcretizationError(TypeError):
+    """A traced value was needed as a concrete Python value (bool, int, iteration, ...)."""
+
+
+class TraceContext:
+    def __init__(self, name: str):
+        self.builder = Builder(name)
+        self.captures: list[tuple[object, Value]] = []   # (outer tracer, inner param)
+        self._lifted: dict[int, Value] = {}
+
+    def __enter__(self):
+        _stack().append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _stack().pop()
+
+    def new_param(self, type: TensorType, hint=None, weak=False) -> "Tracer":
+        return Tracer(self.builder.param(type, hint), self, weak)
+
+    def read(self, x, dtype: str | None = None) -> Value:
+        """The IR value of x in this context: lifts outer tracers, embeds constants."""
+        if isinstance(x, Tracer):
+            if x.ctx is self:
+                return x.value
+            return self._lift(x)
+        if level(x) > 0:                        # an eager tensor: its data, as a constant
+            x = x.data
+        array = np.asarray(x, dtype=None if dtype is None else TensorType(dtype, ()).np_dtype)
+        if array.dtype != np.dtype(TensorType.of(array).np_dtype):
+            array = array.astype(TensorType.of(array).np_dtype)
+        if array.ndim == 0:
+            return self.builder.add1("full", (), dict(shape=(), dtype=dtype_name(array.dtype),
+                                                      value=array.item()), loc=user_location())
+        return self.builder.add1("constant", (), dict(value=array), loc=user_location())
+
+    def _lift(self, x: "Tracer") -> Value:
+        if x.ctx not in _stack():
+            raise RuntimeError(
+                f"a traced value of type {x.value.type} escaped the trace of "
+                f"{x.ctx.builder.name!r} that created it (stored in a global or returned "
+                f"through a side channel?); return it from the function instead")
+        key = id(x.value)
+        if key not in self._lifted:
+            self._lifted[key] = self.builder.param(x.value.type, "captured")
+            self.captures.append((x, self._lifted[key]))
+        return self._lifted[key]
+
+
+def _current() -> TraceContext:
+    stack = _stack()
+    if not stack:
+        raise RuntimeError("a traced value was used after its trace ended; "
+                           "return it from the traced function instead of storing it")
+    return stack[-1]
+
+
+def _weak_standin(x):
+    """What np.result_type should see for x: Python scalars and weak tracers stay weak."""
+    if isinstance(x, Tracer):
+        if x.weak:
+            return {"f64": 0.0, "f32": 0.0, "i64": 0, "bool": False}[x.value.type.dtype]
+        return x.value.type.np_dtype
+    if isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
+        return x
+    return np.asarray(x.data if level(x) > 0 else x).dtype
+
+
+def result_dtype(*xs) -> str:
+    return dtype_name(np.result_type(*[_weak_standin(x) for x in xs]))
+
+
+def _shape_of(x) -> tuple:
+    return x.value.type.shape if isinstance(x, Tracer) else np.shape(x.data if level(x) else x)
+
+
+class Tracer(ArrayMethods):
+    __slots__ = ("value", "ctx", "weak")
+    _fg_level = 2
+
+    def __init__(self, value: Value, ctx: TraceContext, weak: bool = False):
+        self.value = value
+        self.ctx = ctx
+        self.weak = weak
+
+    @property
+    def aval(self) -> TensorType:
+        return self.value.type
+
+    @property
+    def shape(self) -> tuple:
+        return self.value.type.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.value.type.np_dtype
+
+    @property
+    def ndim(self) -> int:
+        return self.value.type.ndim
+
+    @property
+    def size(self) -> int:
+        return self.value.type.size
+
+    def __repr__(self):
+        return f"Tracer<{self.value.type}>"
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d traced value")
+        return self.shape[0]
+
+    def _concrete(self, what: str):
+        where = user_location(full=True) or "<unknown>"
+        raise ConcretizationError(
+            f"{what} of a traced value at {where}: its value is not known while "
+            f"{self.ctx.builder.name!r} is traced (Python control flow on traced values is "
+            f"data-dependent). Mark the argument static with static_argnums=..., use "
+            f"np.where instead of if/else, or run with fg.jit(..., backend=\"eager\").")
+
+    def __bool__(self):
+        self._concrete("bool()")
+
+    def __int__(self):
+        self._concrete("int()")
+
+    def __float__(self):
+        self._concrete("float()")
+
+    def __index__(self):
+        self._concrete("using as an index (__index__)")
+
+    def __iter__(self):
+        self._concrete("iteration")
+
+    def item(self):
+        self._concrete(".item()")
+
+    def tolist(self):
+        self._concrete(".tolist()")
+
+    def __array__(self, dtype=None, copy=None):
+        self._concrete("conversion to a NumPy array (np.asarray)")
+
+    def __setitem__(self, key, value):
+        raise TypeError(f"traced values are immutable (at {user_location(full=True)}); "
+                        f"build a new value with np.where(mask, new, x) or np.concatenate")
+
+    @classmethod
+    def _fg_bind(cls, prim, args, params):
+        ctx = _current()
+        loc = user_location()
+        if prim in ELEMENTWISE:
+            values = _explicit_elementwise(ctx, prim, args, loc)
+        elif prim == "matmul":
+            values = _explicit_matmul(ctx, args, loc)
+        else:
+            values = [ctx.read(a) for a in args]
+        outs = ctx.builder.add(prim, values, params, loc=loc)
+        tracers = [Tracer(v, ctx) for v in outs]
+        return tracers[0] if len(tracers) == 1 else tuple(tracers)
+
+
+def _broadcast(ctx, value: Value, shape: tuple, loc) -> Value:
+    if value.type.shape == shape:
+        return value
+    offset = len(shape) - value.type.ndim
+    return ctx.builder.add1("broadcast_in_dim", [value], dict(
+        shape=shape, dims=tuple(range(offset, len(shape)))), loc=loc)
+
+
+def _convert(ctx, value: Value, dtype: str, loc) -> Value:
+    if value.type.dtype == dtype:
+        return value
+    return ctx.builder.add1("convert", [value], dict(dtype=dtype), loc=loc)
+
+
+def _operand(ctx, x, dtype, shape, loc) -> Value:
+    if not isinstance(x, Tracer) and level(x) == 0 and np.ndim(x) == 0:
+        value = np.asarray(x).astype(TensorType(dtype, ()).np_dtype).item()
+        return ctx.builder.add1("full", (), dict(shape=shape, dtype=dtype, value=value), loc=loc)
+    return _broadcast(ctx, _convert(ctx, ctx.read(x), dtype, loc), shape, loc)
+
+
+def _broadcast_shape(prim, args, loc) -> tuple:
+    shapes = [_shape_of(a) for a in args]
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        listed = " and ".join(str(list(s)) for s in shapes)
+        raise ShapeError(f"{prim}: operands could not be broadcast together: shapes {listed}"
+                         f" at {loc}") from None
+
+
+def _explicit_elementwise(ctx, prim, args, loc) -> list[Value]:
+    shape = _broadcast_shape(prim, args, loc)
+    if prim == "select":
+        pred, *branches = args
+        dtype = result_dtype(*branches)
+        return [_operand(ctx, pred, "bool", shape, loc)] + \
+            [_operand(ctx, b, dtype, shape, loc) for b in branches]
+    if prim == "convert":
+        return [_operand(ctx, args[0], result_dtype(args[0]), shape, loc)]
+    dtype = result_dtype(*args)
+    if prim in UNARY_FLOAT and dtype not in ("f32", "f64"):
+        dtype = "f64"
+    return [_operand(ctx, a, dtype, shape, loc) for a in args]
+
+
+def _explicit_matmul(ctx, args, loc) -> list[Value]:
+    a, b = args
+    dtype = result_dtype(a, b)
+    sa, sb = _shape_of(a), _shape_of(b)
+    if len(sa) < 2 or len(sb) < 2:
+        raise ShapeError(f"matmul: operands need rank >= 2 here (got {list(sa)} and "
+                         f"{list(sb)}) at {loc}")
+    try:
+        batch = tuple(np.broadcast_shapes(sa[:-2], sb[:-2]))
+    except ValueError:
+        raise ShapeError(f"matmul: batch dimensions {list(sa[:-2])} and {list(sb[:-2])} do "
+                         f"not broadcast at {loc}") from None
+    return [_operand(ctx, a, dtype, batch + sa[-2:], loc),
+            _operand(ctx, b, dtype, batch + sb[-2:], loc)]
+
+
+def inline(fn: Function, args) -> list:
+    """Replay fn's ops in the current trace on args (tracers or constants)."""
+    ctx = _current()
+    env = {p: ctx.read(a) for p, a in zip(fn.params, args, strict=True)}
+    for op in fn.ops:
+        outs = ctx.builder.add(op.prim, [env[v] for v in op.inputs], op.params, op.loc, op.note)
+        env.update(zip(op.outputs, outs))
+    return [Tracer(env[r], ctx) for r in fn.results]
+
+
+def trace_flat(fun, in_types, name, weak=None, hints=None):
+    """Trace fun(*tracers) for the given param types.
+
+    Returns (Function, out_treedef, captures): the outputs of fun may be any pytree; captures
+    lists the outer tracers lifted into extra trailing params of the Function.
+    """
+    weak = weak or [False] * len(in_types)
+    hints = hints or [None] * len(in_types)
+    with TraceContext(name) as ctx:
+        tracers = [ctx.new_param(t, h, w) for t, h, w in zip(in_types, hints, weak)]
+        leaves, out_tree = flatten(fun(*tracers))
+        results = [ctx.read(leaf) for leaf in leaves]
+    fn = ctx.builder.build(results)
+    return fn, out_tree, [outer for outer, _ in ctx.captures]
