@@ -2,12 +2,24 @@
 parser errors with their line numbers."""
 
 import math
+import re
 
 import numpy as np
 import pytest
 
-from fusegrad.ir import Builder, Function, Op, ParseError, TensorType, Value, parse
-from fusegrad.ir import primitives, print_function, shape_rules, verify
+from fusegrad.ir import (
+    Builder,
+    Function,
+    Op,
+    ParseError,
+    TensorType,
+    Value,
+    parse,
+    primitives,
+    print_function,
+    shape_rules,
+    verify,
+)
 
 
 def T(dtype, *shape):
@@ -92,7 +104,8 @@ def reductions_fn():
     outs = [b.add1(prim, [a], {"axes": axes}, loc=f"r.py:{k}")
             for k, (prim, axes) in enumerate([("reduce_sum", (0, 2)), ("reduce_max", (1,)),
                                                ("reduce_min", ()), ("reduce_prod", (0, 1, 2))])]
-    outs.append(b.add1("reduce_sum", [flags], {"axes": (0,)}))
+    count = b.add1("convert", [flags], {"dtype": "i64"})
+    outs.append(b.add1("reduce_sum", [count], {"axes": (0,)}))
     outs.append(b.add1("cumsum", [a], {"axis": 2, "reverse": True}))
     outs.append(b.add1("cumsum", [a], {"axis": 0, "reverse": False}))
     outs.append(b.add1("matmul", [a, m], loc="r.py:9"))
@@ -174,17 +187,18 @@ func @loss(%x: f64[4], %w: f64[4], %b: f64[4]) -> (f64[]) {
 CONSTANTS_TEXT = """\
 func @constants() -> (f64[8], f32[2,2], i64[3], bool[2], f64[], f32[0,3], f64[2], f32[], \
 i64[2,2], bool[1], i64[2,3]) {
-  %0 = constant {value=array([1.0, -0.0, inf, -inf, nan, 1e-300, 0.1, 2.5e+20], f64)} : f64[8]   # c.py:1
+  %0 = constant {value=array([1.0, -0.0, inf, -inf, nan, 1e-300, 0.1, 2.5e+20], f64)} : f64[8] \
+  # c.py:1
   %1 = constant {value=array([[0.1, 0.33333334], [1e-08, 3e+38]], f32)} : f32[2,2]
   %2 = constant {value=array([1, -2, 4611686018427387904], i64)} : i64[3]
   %3 = constant {value=array([True, False], bool)} : bool[2]
-  %4 = constant {value=array(7.5, f64)} : f64[]                                                # c.py:2
+  %4 = constant {value=array(7.5, f64)} : f64[]               # c.py:2
   %5 = constant {value=array([], f32[0,3])} : f32[0,3]
   %6 = full {dtype="f64", shape=(2,), value=-inf} : f64[2]
   %7 = full {dtype="f32", shape=(), value=nan} : f32[]
   %8 = full {dtype="i64", shape=(2, 2), value=3} : i64[2,2]
   %9 = full {dtype="bool", shape=(1,), value=True} : bool[1]
-  %10 = iota {axis=1, dtype="i64", shape=(2, 3)} : i64[2,3]                                    # c.py:3
+  %10 = iota {axis=1, dtype="i64", shape=(2, 3)} : i64[2,3]   # c.py:3
   return %0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10
 }"""
 
@@ -224,7 +238,7 @@ def test_golden_indexing_params_and_notes():
     assert lines[0] == ("func @indexing(%x: f32[5,4], %idx: i64[3], %idx2: i64[5,2]) "
                         "-> (f32[5,4], f32[5,4], i64[5], i64[4]) {")
     assert lines[3] == ('  %2 = scatter_add %idx, %0 {axis=0, shape=(5, 4)} : f32[5,4]'
-                        '                        # -  vjp[take] of %0')
+                        '               # -  vjp[take] of %0')
     assert lines[5] == "  %4 = argmax %x {axis=1} : i64[5]"
 
 
@@ -254,7 +268,7 @@ def test_samples_cover_every_primitive():
 def test_parse_restores_hints_params_and_exact_constants():
     fn = constants_fn()
     parsed = parse(str(fn))
-    for a, b in zip(fn.ops, parsed.ops):
+    for a, b in zip(fn.ops, parsed.ops, strict=True):
         assert a.params.keys() == b.params.keys()
         if a.prim == "constant":
             va, vb = a.params["value"], b.params["value"]
@@ -310,7 +324,7 @@ def test_comments_are_aligned_but_long_lines_do_not_push_them():
     b.add1("constant", [], {"value": np.arange(40.0)}, loc="a.py:2")
     y = b.add1("reduce_sum", [y], {"axes": (0,)}, loc="a.py:3")
     lines = str(b.build([y])).splitlines()
-    assert lines[1] == "  %0 = neg %x : f64[3]                      # a.py:1"
+    assert lines[1] == "  %0 = neg %x : f64[3]                     # a.py:1"
     assert lines[2].endswith(", 39.0], f64)} : f64[40]   # a.py:2")
     assert lines[3] == "  %2 = reduce_sum %0 {axes=(0,)} : f64[]   # a.py:3"
 
@@ -376,15 +390,15 @@ def _error(text) -> ParseError:
     (2, "  %0 = mul %x, %w : f64[5]", "type mismatch for %0: written f64[5] but mul infers f64[4]"),
     (2, "  %0 = mul %x, %w : f16[4]", "unknown dtype 'f16'"),
     (2, "  %0 = mul %x, %w : f64", "types are written with a shape"),
-    (5, "  %3 = reduce_sum %2 {axes=(1,)} : f64[]", "reduce_sum rejects its operands or params: "
-                                                    "reduce_sum: bad axes (1,) for rank 1"),
-    (5, "  %3 = reduce_sum %2 {axis=0} : f64[]", "reduce_sum rejects its operands or params"),
+    (5, "  %3 = reduce_sum %2 {axes=(1,)} : f64[]",
+     "reduce_sum rejects its operands or params: bad axes (1,) for rank 1 (operands f64[4])"),
+    (5, "  %3 = reduce_sum %2 {axis=0} : f64[]",
+     "reduce_sum rejects its operands or params: reduce_sum got an unexpected keyword argument"),
     (5, "  %3 = reduce_sum %2 {axes=(0,), axes=(0,)} : f64[]", "param 'axes' is given twice"),
     (5, "  %3 = reduce_sum %2 {axes=zero} : f64[]", 'strings are quoted: "zero"'),
     (5, "  %3 = reduce_sum %2 {axes=(0,)} : f64[] $", "unexpected character '$' at column 42"),
     (6, "  return %3, %2", "returns 2 values but the header declares 1"),
     (6, "  return %2", "result 0 has type f64[4] but the header declares f64[]"),
-    (6, "  %4 = neg %3 : f64[]", "missing '}' at the end of the function"),
     (1, "func loss(%x: f64[4], %w: f64[4], %b: f64[4]) -> (f64[]) {", "a function name"),
     (1, "func @loss(%x: f64[4], %x: f64[4], %b: f64[4]) -> (f64[]) {", "redefinition of %x"),
 ])
@@ -406,6 +420,8 @@ def test_parse_errors_about_structure():
     after = "\n".join(GOOD[:6] + ["  %4 = neg %3 : f64[]", "}"])
     err = _error(after)
     assert err.line == 7 and "nothing may follow 'return'" in str(err)
+    err = _error("\n".join(GOOD[:6]))
+    assert err.line == 6 and "missing '}' at the end of the function" in str(err)
 
 
 def test_parse_errors_in_literals():
@@ -437,6 +453,43 @@ def test_parser_accepts_hand_written_text():
     assert str(fn) == """\
 func @f(%a: f32[2,3], %b: f32[3]) -> (f32[2,3]) {
   %0 = broadcast_in_dim %b {dims=(1,), shape=(2, 3)} : f32[2,3]
-  %1 = add %a, %0 : f32[2,3]                                      # here.py:1  hand written
+  %1 = add %a, %0 : f32[2,3]   # here.py:1  hand written
   return %1
 }"""
+
+
+def _any_params_rule(prim, x, **params):
+    return x
+
+
+def test_every_kind_of_param_literal_round_trips(monkeypatch):
+    monkeypatch.setitem(shape_rules, "tagged", _any_params_rule)
+    params = {"text": 'a "quoted" # not a comment, ünïcode\n', "none": None, "neg": -7,
+              "floats": (1e-300, -0.0, 2.5e16, float("-inf")), "nested": ((1, (2,)), ()),
+              "type": T("i64", 2, 0), "flag": False, "big": 2**70, "odd key": 1,
+              "arr": np.array([[1, 2]], np.int32), "f32": np.float32(0.25), "i": np.int64(3)}
+    b = Builder("f")
+    x = b.param(T("f64", 2), "x")
+    fn = b.build([b.add1("tagged", [x], params, loc="t.py:1")])
+    text = str(fn)
+    assert text.splitlines()[1] == (
+        '  %0 = tagged %x {arr=array([[1, 2]], i64), big=1180591620717411303424, f32=0.25, '
+        'flag=False, floats=(1e-300, -0.0, 2.5e+16, -inf), i=3, neg=-7, nested=((1, (2,)), ()), '
+        'none=None, "odd key"=1, text="a \\"quoted\\" # not a comment, \\u00fcn\\u00efcode\\n", '
+        'type=i64[2,0]} : f64[2]   # t.py:1')
+    parsed = parse(text)
+    assert str(parsed) == text
+    back = parsed.ops[0].params
+    assert back["text"] == params["text"] and back["type"] == params["type"]
+    assert back["nested"] == ((1, (2,)), ()) and back["none"] is None and back["neg"] == -7
+    assert math.copysign(1.0, back["floats"][1]) == -1.0
+    assert back["arr"].dtype == np.int64 and back["arr"].tolist() == [[1, 2]]
+
+
+def test_docs_describe_every_primitive():
+    from pathlib import Path
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "ir.md").read_text()
+    section = doc.split("## Primitives")[1]
+    documented = {name for line in section.splitlines() if line.startswith("| `")
+                  for name in re.findall(r"`(\w+)`", line.split("|")[1])}
+    assert documented == set(shape_rules)

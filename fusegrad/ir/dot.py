@@ -51,7 +51,8 @@ def to_dot(fn: Function, clusters: list[list[Op]] | None = None) -> str:
     return "\n".join([f"digraph {_quote(fn.name)} {{", *_HEADER, *body, "}"]) + "\n"
 
 
-_HEADER = ("  rankdir=TB;", '  node [fontname="Helvetica", fontsize=10];',
+_HEADER = ("  rankdir=TB;", '  graph [fontname="Helvetica", fontsize=11];',
+           '  node [fontname="Helvetica", fontsize=10];',
            '  edge [fontname="Helvetica", fontsize=9];')
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from .core import Builder, Function, Value
 from .primitives import shape_rules
 from .types import NP_DTYPES, TensorType
+from .verify import rule_error
 
 
 class ParseError(ValueError):
@@ -161,7 +162,7 @@ def _header(line: _Line, state: _State) -> list[TensorType]:
     line.expect("func", " (a function starts with 'func @name(...)')")
     name_tok = line.expect_kind("func", "a function name like @loss")
     name = name_tok.text[1:]
-    state.builder.name = json.loads(name) if name.startswith('"') else name
+    state.builder.name = _string(line, name) if name.startswith('"') else name
     line.expect("(")
 
     def param():
@@ -191,7 +192,7 @@ def _return(line: _Line, state: _State, result_types: list[TensorType]):
     if len(results) != len(result_types):
         line.error(f"returns {len(results)} values but the header declares "
                    f"{len(result_types)}")
-    for k, (value, declared) in enumerate(zip(results, result_types)):
+    for k, (value, declared) in enumerate(zip(results, result_types, strict=True)):
         if value.type != declared:
             line.error(f"result {k} has type {value.type} but the header declares {declared}")
     state.results = results
@@ -214,11 +215,12 @@ def _op(line: _Line, state: _State):
     loc, note = _comment(line)
     try:
         outputs = state.builder.add(prim, inputs, params, loc=loc, note=note)
-    except Exception as e:  # ShapeError, or a TypeError for missing or unexpected params
-        line.error(f"{prim} rejects its operands or params: {e}")
+    except Exception as e:  # noqa: BLE001 - ShapeError, TypeError for bad params, or worse
+        message = f"{prim} rejects its operands or params: {rule_error(prim, e)}"
+        raise ParseError(message, line.number, line.text) from None
     if len(outputs) != len(names):
         line.error(f"{prim} produces {len(outputs)} values but the line names {len(names)}")
-    for name, value, written in zip(names, outputs, types):
+    for name, value, written in zip(names, outputs, types, strict=True):
         if value.type != written:
             line.error(f"type mismatch for {name}: written {written} but {prim} infers "
                        f"{value.type}")
@@ -252,7 +254,7 @@ def _params(line: _Line) -> dict:
         tok = line.take()
         if tok.kind not in ("ident", "str"):
             line.error(f"expected a param name but found {tok.text!r}")
-        key = json.loads(tok.text) if tok.kind == "str" else tok.text
+        key = _string(line, tok.text) if tok.kind == "str" else tok.text
         if key in params:
             line.error(f"param {key!r} is given twice")
         line.expect("=")
@@ -270,7 +272,7 @@ def _literal(line: _Line):
     if tok.kind == "num":
         return _number(tok.text)
     if tok.kind == "str":
-        return json.loads(tok.text)
+        return _string(line, tok.text)
     if tok.text == "-" and tok.kind == "punct":
         nxt = line.take()
         if nxt.kind == "num":
@@ -359,7 +361,7 @@ def _comment(line: _Line) -> tuple[str | None, str | None]:
     text = line.comment
     if text is None:
         return None, None
-    text = text[1:] if text.startswith(" ") else text
+    text = text.removeprefix(" ")
     if text.startswith('"'):
         loc, end = _json_prefix(line, text)
         rest = text[end:]
@@ -377,6 +379,13 @@ def _comment(line: _Line) -> tuple[str | None, str | None]:
         if rest[2 + end:].strip():
             line.error("unexpected text after the quoted note")
     return loc, note
+
+
+def _string(line: _Line, text: str) -> str:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        line.error(f"bad string literal {text}: {e}")
 
 
 def _json_prefix(line: _Line, text: str):

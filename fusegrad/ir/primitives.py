@@ -52,7 +52,10 @@ def infer_types(prim: str, in_types: list[TensorType], params: dict) -> tuple[Te
     rule = shape_rules.get(prim)
     if rule is None:
         raise ShapeError(f"unknown primitive {prim!r}")
-    out = rule(prim, *in_types, **params)
+    try:
+        out = rule(prim, *in_types, **params)
+    except TypeError as e:                      # wrong operand count or params
+        raise ShapeError(f"{prim}: {e}".replace(f"_{prim}() ", "").replace("()", "")) from None
     return out if isinstance(out, tuple) else (out,)
 
 
@@ -266,6 +269,8 @@ def _argreduce(prim, x, *, axis):
 
 @_rule("cumsum")
 def _cumsum(prim, x, *, axis, reverse=False):
+    if x.ndim == 0 or x.dtype == "bool":
+        _fail(prim, "needs a numeric operand of rank >= 1", x)
     _axis(prim, axis, x.ndim, x)
     return x
 

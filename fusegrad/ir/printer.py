@@ -48,7 +48,7 @@ def value_names(fn: Function) -> dict[Value, str]:
     """Printed name (with %) of every Value in fn, keyed by identity."""
     names: dict[Value, str] = {}
     params = [p for p in fn.params if isinstance(p, Value)]
-    for p, name in zip(params, param_names(params)):
+    for p, name in zip(params, param_names(params), strict=True):
         names.setdefault(p, f"%{name}")
     counter = 0
     for op in fn.ops:

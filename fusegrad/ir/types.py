@@ -36,6 +36,8 @@ class TensorType:
     shape: tuple[int, ...]
 
     def __post_init__(self):
+        if type(self.shape) is not tuple:
+            object.__setattr__(self, "shape", tuple(int(n) for n in self.shape))
         if self.dtype not in NP_DTYPES:
             raise TypeError(f"unknown IR dtype {self.dtype!r}; expected one of {list(NP_DTYPES)}")
 

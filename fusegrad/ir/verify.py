@@ -9,6 +9,8 @@ at once, one per line.
 
 from __future__ import annotations
 
+import re
+
 from .core import Function, Op, Value
 from .primitives import infer_types, shape_rules
 from .printer import describe_op, value_names
@@ -79,16 +81,23 @@ def _op_problems(op: Op, names, defined: dict, defined_by_op: set):
         yield from _type_problems(op, names)
 
 
+def rule_error(prim: str, e: Exception) -> str:
+    """A shape rule's complaint without its `prim: ` prefix or the rule's Python name."""
+    if isinstance(e, TypeError):   # the rule's signature: wrong operand count or params
+        return re.sub(r"^_?\w+\(\) ", f"{prim} ", str(e)).replace("positional argument",
+                                                                  "operand")
+    return str(e).removeprefix(f"{prim}: ")
+
+
 def _type_problems(op: Op, names):
     try:
         inferred = infer_types(op.prim, [v.type for v in op.inputs], dict(op.params or {}))
-    except Exception as e:  # ShapeError, or TypeError for wrong operand count or params
-        message = str(e).removeprefix(f"{op.prim}: ")
-        yield f"the shape rule rejects it: {message}"
+    except Exception as e:  # noqa: BLE001 - ShapeError, TypeError for bad params, or worse
+        yield f"the shape rule rejects it: {rule_error(op.prim, e)}"
         return
     if len(inferred) != len(op.outputs):
         yield f"has {len(op.outputs)} outputs but {op.prim} infers {len(inferred)}"
         return
-    for v, t in zip(op.outputs, inferred):
+    for v, t in zip(op.outputs, inferred, strict=True):
         if v.type != t:
             yield f"output {names[v]} has type {v.type} but {op.prim} infers {t}"
