@@ -5,6 +5,7 @@ engine. `jit` caches one compiled entry per call signature.
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import threading
 
@@ -50,8 +51,38 @@ def trace_signature(fun, sig: Signature, static_argnums, name=None):
 
     types = [t for t, _ in sig.types]
     weak = [w for _, w in sig.types]
-    fn, out_tree, _ = trace_flat(flat_fun, types, name or _name_of(fun), weak=weak)
+    hints = _param_hints(fun, sig, nargs)
+    fn, out_tree, _ = trace_flat(flat_fun, types, name or _name_of(fun), weak=weak, hints=hints)
     return fn, out_tree
+
+
+def _param_hints(fun, sig: Signature, nargs) -> list:
+    """IR parameter names from the Python ones: `x`, and `params.w1` for pytree leaves."""
+    try:
+        names = [p.name for p in inspect.signature(fun).parameters.values()
+                 if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        names = []
+    static = dict(sig.static)
+    dynamic_names = [names[i] if i < len(names) else None
+                     for i in range(nargs) if i not in static]
+    hints: list = []
+    for name, subtree in zip(dynamic_names, sig.treedef[1]):
+        _leaf_hints(subtree, name, hints)
+    return hints
+
+
+def _leaf_hints(treedef, prefix, out):
+    kind = treedef[0]
+    if kind == "leaf":
+        out.append(prefix)
+    elif kind == "dict":
+        for key, child in zip(treedef[1], treedef[2]):
+            ok = prefix is not None and isinstance(key, str) and key.isidentifier()
+            _leaf_hints(child, f"{prefix}.{key}" if ok else None, out)
+    elif kind in ("list", "tuple"):
+        for i, child in enumerate(treedef[1]):
+            _leaf_hints(child, None if prefix is None else f"{prefix}.{i}", out)
 
 
 def make_ir(fun, static_argnums=()):

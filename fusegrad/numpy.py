@@ -86,13 +86,25 @@ sigmoid = _float_unary("logistic")
 rsqrt = _float_unary("rsqrt")
 negative, absolute, sign = lax.neg, lax.abs, lax.sign
 abs = absolute
-add, subtract, multiply, maximum, minimum = lax.add, lax.sub, lax.mul, lax.maximum, lax.minimum
+subtract = lax.sub
 less, less_equal, greater, greater_equal = lax.lt, lax.le, lax.gt, lax.ge
 equal, not_equal = lax.eq, lax.ne
 
 
 def positive(x):
     return x
+
+
+def _both_bool(x, y) -> bool:
+    return _dtype(x) == np.bool_ and _dtype(y) == np.bool_
+
+
+def _bool_as(logical, numeric):
+    """On two bools NumPy's add/maximum are `or` and multiply/minimum are `and`."""
+    def fn(x, y):
+        return logical(x, y) if _both_bool(x, y) else numeric(x, y)
+    fn.__name__ = numeric.__name__
+    return fn
 
 
 def true_divide(x, y):
@@ -106,6 +118,10 @@ divide = true_divide
 
 def power(x, y):
     return lax.pow(x, y)
+
+
+def float_power(x, y):
+    return lax.pow(astype(x, np.float64), y)
 
 
 def square(x):
@@ -156,6 +172,10 @@ def logical_not(x):
     return lax.not_(_as_bool(x))
 
 
+add, maximum = _bool_as(lax.or_, lax.add), _bool_as(lax.or_, lax.maximum)
+multiply, minimum = _bool_as(lax.and_, lax.mul), _bool_as(lax.and_, lax.minimum)
+
+
 def where(condition, x, y):
     return lax.select(_as_bool(condition), x, y)
 
@@ -179,12 +199,15 @@ def _numeric(x):
     return lax.convert(x, "i64") if _dtype(x) == np.bool_ else x
 
 
-def _reduce(op):
+def _reduce(op, keeps_bool=False):
     def fn(x, axis=None, keepdims=False, dtype=None, **kwargs):
         _no_out(kwargs)
-        x = _numeric(x if dtype is None else astype(x, dtype))
+        x = x if dtype is None else astype(x, dtype)
+        was_bool = keeps_bool and _dtype(x) == np.bool_
+        x = _numeric(x)
         axes = _axes(axis, _ndim(x))
-        return _keep(op(x, axes), _shape(x), axes, keepdims)
+        y = _keep(op(x, axes), _shape(x), axes, keepdims)
+        return lax.convert(y, "bool") if was_bool else y    # max/min of bools are bools
     return fn
 
 
@@ -198,8 +221,8 @@ def _no_out(kwargs):
 
 sum = _reduce(lax.reduce_sum)
 prod = _reduce(lax.reduce_prod)
-max = amax = _reduce(lax.reduce_max)
-min = amin = _reduce(lax.reduce_min)
+max = amax = _reduce(lax.reduce_max, keeps_bool=True)
+min = amin = _reduce(lax.reduce_min, keeps_bool=True)
 
 
 def _count(x, axes) -> int:
@@ -370,14 +393,13 @@ def matmul(a, b, **kwargs):
     _no_out(kwargs)
     a_vec, b_vec = _ndim(a) == 1, _ndim(b) == 1
     if _ndim(a) == 0 or _ndim(b) == 0:
-        raise ValueError("matmul: operands must be at least 1-D (use * for scalars)")
+        raise _shape_error("matmul: operands must be at least 1-D (use * for scalars)", a, b)
     if a_vec:
         a = reshape(a, (1,) + _shape(a))
     if b_vec:
         b = reshape(b, _shape(b) + (1,))
     if _shape(a)[-1] != _shape(b)[-2]:
-        raise ValueError(f"matmul: inner dimensions differ: {list(_shape(a))} @ "
-                         f"{list(_shape(b))}")
+        raise _shape_error("matmul: inner dimensions differ", a, b)
     out = lax.matmul(a, b)
     if a_vec or b_vec:
         shape = _shape(out)
@@ -386,9 +408,16 @@ def matmul(a, b, **kwargs):
     return out
 
 
+def _shape_error(msg, a, b):
+    from .ir.primitives import ShapeError
+    from .tracer.location import user_location
+    return ShapeError(f"{msg}: shapes {list(_shape(a))} @ {list(_shape(b))} at "
+                      f"{user_location()}")
+
+
 def dot(a, b):
-    if _ndim(a) == 0 or _ndim(b) == 0:
-        return multiply(a, b)
+    if _ndim(a) == 0 or _ndim(b) == 0:      # np.dot makes Python scalars arrays: not weak
+        return multiply(*(x if level(x) else np.asarray(x) for x in (a, b)))
     if _ndim(b) > 2:
         raise NotImplementedError("fusegrad's dot supports b of rank <= 2; use matmul")
     return matmul(a, b)
@@ -445,7 +474,7 @@ HANDLED_UFUNCS = {
     np.less_equal: less_equal, np.greater: greater, np.greater_equal: greater_equal,
     np.equal: equal, np.not_equal: not_equal, np.logical_and: logical_and,
     np.logical_or: logical_or, np.logical_not: logical_not, np.matmul: matmul,
-    np.float_power: power,
+    np.float_power: float_power,
 }
 
 HANDLED_FUNCTIONS = {

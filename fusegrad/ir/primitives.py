@@ -12,6 +12,8 @@ types; the tracer inserts broadcast_in_dim and convert.
 
 from __future__ import annotations
 
+import re
+
 from .types import FLOAT_DTYPES, NP_DTYPES, TensorType
 
 
@@ -55,7 +57,7 @@ def infer_types(prim: str, in_types: list[TensorType], params: dict) -> tuple[Te
     try:
         out = rule(prim, *in_types, **params)
     except TypeError as e:                      # wrong operand count or params
-        raise ShapeError(f"{prim}: {e}".replace(f"_{prim}() ", "").replace("()", "")) from None
+        raise ShapeError(f"{prim} {re.sub(r'^_?\w+[(][)] ', '', str(e))}") from None
     return out if isinstance(out, tuple) else (out,)
 
 

@@ -1,10 +1,24 @@
-"""The ordered pass pipeline from a traced (and differentiated) Function to optimized IR."""
+"""The ordered pass pipeline from a traced (and differentiated) Function to optimized IR.
+
+FUSEGRAD_DEBUG=2 prints the IR after every pass; any FUSEGRAD_DEBUG other than 0 verifies it.
+"""
 
 from __future__ import annotations
 
 import os
 
-PASSES: list = []          # (name, Function -> Function), filled as passes land
+from ..ir.verify import verify
+from .cse import cse
+from .dce import dce
+from .lower import lower
+from .simplify import simplify
+
+PASSES: list = [           # (name, Function -> Function), in order
+    ("lower", lower),
+    ("simplify", simplify),
+    ("cse", cse),
+    ("dce", dce),
+]
 
 
 def optimize(fn):
@@ -13,4 +27,6 @@ def optimize(fn):
         fn = run(fn)
         if debug >= "2":
             print(f"// ---- after {name} ----\n{fn}")
+        if debug not in ("", "0"):
+            verify(fn)
     return fn

@@ -24,6 +24,7 @@ class Signature:
     treedef: tuple
     types: tuple            # (TensorType, weak) per leaf
     static: tuple           # (argnum, value) pairs
+    static_types: tuple = ()  # the types of the static values: 1, 1.0 and True are equal keys
 
 
 def leaf_array(x):
@@ -51,6 +52,11 @@ def leaf_type(x) -> tuple[TensorType, bool]:
 
 
 def split_args(args, static_argnums) -> tuple[list, tuple]:
+    for i in static_argnums:
+        if not -len(args) <= i < len(args):
+            raise TypeError(f"static_argnums names argument {i}, but the function was called "
+                            f"with {len(args)} positional arguments")
+    static_argnums = tuple(sorted(i % len(args) for i in static_argnums))
     static = tuple((i, args[i]) for i in static_argnums)
     for i, value in static:
         try:
@@ -66,7 +72,8 @@ def split_args(args, static_argnums) -> tuple[list, tuple]:
 def signature_of(args, static_argnums) -> tuple[Signature, list]:
     dynamic, static = split_args(args, static_argnums)
     leaves, treedef = flatten(dynamic)
-    return Signature(treedef, tuple(leaf_type(x) for x in leaves), static), leaves
+    static_types = tuple(type(v) for _, v in static)
+    return Signature(treedef, tuple(leaf_type(x) for x in leaves), static, static_types), leaves
 
 
 def explain_miss(name: str, old: Signature | None, new: Signature) -> str:
@@ -75,7 +82,7 @@ def explain_miss(name: str, old: Signature | None, new: Signature) -> str:
         return f"trace {name}: first call"
     if old.treedef != new.treedef:
         return f"retrace {name}: argument tree structure changed"
-    if old.static != new.static:
+    if old.static != new.static or old.static_types != new.static_types:
         return f"retrace {name}: static arguments {old.static} -> {new.static}"
     for i, ((a, wa), (b, wb)) in enumerate(zip(old.types, new.types)):
         if a.shape != b.shape:

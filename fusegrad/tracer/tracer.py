@@ -76,8 +76,9 @@ class TraceContext:
         if x.ctx not in _stack():
             raise RuntimeError(
                 f"a traced value of type {x.value.type} escaped the trace of "
-                f"{x.ctx.builder.name!r} that created it (stored in a global or returned "
-                f"through a side channel?); return it from the function instead")
+                f"{x.ctx.builder.name!r} that created it and was used at "
+                f"{user_location(full=True)} (stored in a global or returned through a side "
+                f"channel?); return it from the function instead")
         key = id(x.value)
         if key not in self._lifted:
             self._lifted[key] = self.builder.param(x.value.type, "captured")
@@ -88,8 +89,9 @@ class TraceContext:
 def _current() -> TraceContext:
     stack = _stack()
     if not stack:
-        raise RuntimeError("a traced value was used after its trace ended; "
-                           "return it from the traced function instead of storing it")
+        raise RuntimeError(f"a traced value was used after its trace ended, at "
+                           f"{user_location(full=True)}; return it from the traced function "
+                           f"instead of storing it")
     return stack[-1]
 
 
