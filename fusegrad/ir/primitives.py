@@ -57,7 +57,8 @@ def infer_types(prim: str, in_types: list[TensorType], params: dict) -> tuple[Te
     try:
         out = rule(prim, *in_types, **params)
     except TypeError as e:                      # wrong operand count or params
-        raise ShapeError(f"{prim} {re.sub(r'^_?\w+[(][)] ', '', str(e))}") from None
+        detail = re.sub(r"^_?\w+[(][)] ", "", str(e))
+        raise ShapeError(f"{prim} {detail}") from None
     return out if isinstance(out, tuple) else (out,)
 
 
