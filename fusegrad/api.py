@@ -9,6 +9,9 @@ import inspect
 import os
 import threading
 
+import numpy as np
+
+from .dispatch import level
 from .runtime.signature import Signature, explain_miss, leaf_array, log_compile, signature_of
 from .tracer.tracer import is_tracing, trace_flat
 from .tree import flatten, unflatten
@@ -112,6 +115,15 @@ class Lowered:
     def kernels(self) -> int:
         return getattr(self.executable, "kernels", 0)
 
+    @property
+    def clusters(self) -> list:
+        """The ops of each fused kernel, for `lowered.ir.to_dot(clusters=lowered.clusters)`."""
+        clusters = getattr(self.executable, "clusters", None)
+        if clusters is None:
+            from .passes.fusion import fuse
+            clusters = fuse(self.ir).clusters
+        return clusters
+
 
 def compile_function(fn, backend: str):
     """Optimize fn and build an executable `run(leaves) -> list of arrays` for a backend."""
@@ -132,9 +144,14 @@ class Jitted:
         self._entries: dict = {}
         self._last_sig = None
         self._lock = threading.Lock()
+        self._fast: dict = {}       # flat args of plain types -> (run, rebuild): no flattening
 
     def _backend(self) -> str:
-        return _check_backend(self.backend or default_backend())
+        forced = os.environ.get("FUSEGRAD_BACKEND")
+        if forced == "eager":                   # disables every jit, for debugging
+            return "eager"
+        backend = self.backend or forced or _DEFAULT_BACKEND
+        return backend if backend in BACKENDS else _check_backend(backend)
 
     def _entry(self, sig: Signature, backend: str):
         key = (sig, backend)
@@ -155,10 +172,21 @@ class Jitted:
         backend = self._backend()
         if backend == "eager" or is_tracing():
             return self.fun(*args)
+        key = None if self.static_argnums else _fast_key(args, backend)
+        fast = self._fast.get(key) if key is not None else None
+        if fast is not None and not _in_eager_transform():
+            run, rebuild = fast
+            return rebuild(run(args))
+        if _differentiating_eagerly(args):
+            return self.fun(*args)
         sig, leaves = signature_of(args, self.static_argnums)
         lowered, out_tree = self._entry(sig, backend)
-        outs = lowered.executable([leaf_array(x) for x in leaves])
-        return unflatten(out_tree, outs)
+        arrays = [leaf_array(x) for x in leaves]
+        if key is not None and all(a is x for a, x in zip(arrays, args)
+                                   if type(x) is np.ndarray):
+            executable = lowered.executable
+            self._fast[key] = (getattr(executable, "run", executable), _rebuilder(out_tree))
+        return unflatten(out_tree, lowered.executable(arrays))
 
     def lower(self, *args) -> Lowered:
         backend = self._backend()
@@ -170,6 +198,63 @@ class Jitted:
     @property
     def cache_size(self) -> int:
         return len(self._entries)
+
+
+_FAST_SCALARS = (float, int, bool)
+
+
+def _fast_key(args, backend):
+    """A cache key for positional args that are all ndarrays or Python scalars, else None."""
+    key = [backend]
+    for a in args:
+        t = type(a)
+        if t is np.ndarray:
+            key.append((a.dtype, a.shape))
+        elif t in _FAST_SCALARS:
+            key.append(t)
+        else:
+            return None
+    return tuple(key)
+
+
+def _rebuilder(treedef):
+    """A function rebuilding the output tree from the flat outputs, written out once."""
+    consts: dict = {}
+
+    def expr(node, counter):
+        kind = node[0]
+        if kind == "leaf":
+            counter[0] += 1
+            return f"o[{counter[0] - 1}]"
+        if kind == "none":
+            return "None"
+        if kind == "dict":
+            items = []
+            for k, child in zip(node[1], node[2]):
+                consts[f"k{len(consts)}"] = k
+                items.append(f"k{len(consts) - 1}: {expr(child, counter)}")
+            return "{" + ", ".join(items) + "}"
+        items = [expr(child, counter) for child in node[1]]
+        if kind == "list":
+            return "[" + ", ".join(items) + "]"
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+    return eval(f"lambda o: {expr(treedef, [0])}", consts)
+
+
+def _in_eager_transform() -> bool:
+    global _in_eager_transform
+    from .transforms import in_eager_transform
+    _in_eager_transform = in_eager_transform       # import once, then call directly
+    return in_eager_transform()
+
+
+def _differentiating_eagerly(args) -> bool:
+    """Whether an eager transform needs this call on the tape: a compiled call would hand it
+    constants (inside an eager grad, or given tensors that require grad)."""
+    from .transforms import in_eager_transform
+    return in_eager_transform() or any(
+        level(x) == 1 and x.requires_grad for x in flatten(list(args))[0])
 
 
 def jit(fun=None, static_argnums=(), backend=None):

@@ -24,6 +24,15 @@ def top_level(args) -> int:
     return max((level(a) for a in args), default=0)
 
 
+def _no_ambient():
+    return None
+
+
+# Returns the handler for ops without boxed operands (full, iota, ...): the tracer installs
+# one, so that `np.zeros_like(x)` inside a trace becomes a `full` op, not a baked-in array.
+ambient_handler = _no_ambient
+
+
 def bind(prim: str, *args, **params):
     """Apply primitive `prim` to args: traced, recorded on the tape, or computed now."""
     handler, best = None, 0
@@ -32,5 +41,7 @@ def bind(prim: str, *args, **params):
         if lv > best:
             handler, best = type(a), lv
     if handler is None:
-        return apply(prim, args, params)
+        handler = ambient_handler() if not args else None
+        if handler is None:
+            return apply(prim, args, params)
     return handler._fg_bind(prim, args, params)

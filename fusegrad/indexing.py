@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import lax
-from .dispatch import level
 from . import numpy as fnp
+from .dispatch import level
 from .tracer.location import user_location
 
 

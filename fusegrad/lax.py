@@ -13,7 +13,7 @@ import numpy as np
 
 from .dispatch import bind
 from .ir.primitives import BINARY_NUMERIC, COMPARISONS, UNARY_FLOAT, UNARY_NUMERIC
-from .ir.types import dtype_name
+from .ir.types import NP_DTYPES, dtype_name
 
 
 def _unary(prim):
@@ -118,7 +118,9 @@ def matmul(a, b):
 
 
 def full(shape, value, dtype):
-    return bind("full", shape=tuple(shape), dtype=_name(dtype), value=value)
+    dtype = _name(dtype)
+    value = np.asarray(value).astype(NP_DTYPES[dtype]).item()
+    return bind("full", shape=tuple(shape), dtype=dtype, value=value)
 
 
 def iota(shape, dtype, axis):

@@ -69,6 +69,10 @@ class ArrayMethods:
             return _unsupported(f"numpy.{name}")
         if kwargs.get("out") is not None:
             raise TypeError(f"numpy.{ufunc.__name__}: fusegrad does not support out=")
+        for key, value in kwargs.items():
+            if key != "out" and value is not None:
+                raise TypeError(f"numpy.{ufunc.__name__}: fusegrad does not support the "
+                                f"{key}= argument")
         return fn(*inputs)
 
     def __array_function__(self, func, types, args, kwargs):

@@ -180,8 +180,11 @@ def where(condition, x, y):
     return lax.select(_as_bool(condition), x, y)
 
 
-def clip(x, a_min=None, a_max=None):
+def clip(x, a_min=None, a_max=None, *, min=None, max=None, **kwargs):  # noqa: A002
     """Clamp with gradient 1 inside the closed range and 0 outside, as the seed chapter."""
+    _no_out(kwargs)
+    a_min = min if a_min is None or a_min is np._NoValue else a_min
+    a_max = max if a_max is None or a_max is np._NoValue else a_max
     if a_min is not None:
         x = where(less(x, a_min), a_min, x)
     if a_max is not None:
@@ -211,12 +214,18 @@ def _reduce(op, keeps_bool=False):
     return fn
 
 
+_HARMLESS = {("mode", "raise"), ("casting", "same_kind")}   # NumPy's defaults
+
+
 def _no_out(kwargs):
+    """Refuse the NumPy keyword arguments fusegrad does not implement, rather than ignore them."""
     if kwargs.get("out") is not None:
         raise TypeError("fusegrad functions do not support out=; assign the result instead")
-    for key in ("initial", "where"):
-        if kwargs.get(key, np._NoValue) is not np._NoValue:
-            raise TypeError(f"fusegrad does not support the {key}= argument of reductions")
+    for key, value in kwargs.items():
+        if value is None or value is np._NoValue or (key, value) in _HARMLESS:
+            continue
+        what = " of reductions" if key in ("initial", "where") else ""
+        raise TypeError(f"fusegrad does not support the {key}= argument{what}")
 
 
 sum = _reduce(lax.reduce_sum)
@@ -257,7 +266,8 @@ def _arg_reduce(op):
     def fn(x, axis=None, keepdims=False, **kwargs):
         _no_out(kwargs)
         if axis is None:
-            x, axis = reshape(x, (-1,)), 0
+            y = op(reshape(x, (-1,)), 0)
+            return reshape(y, (1,) * _ndim(x)) if keepdims else y
         (axis,) = _axes(axis, _ndim(x))
         return _keep(op(x, axis), _shape(x), (axis,), keepdims)
     return fn
@@ -394,12 +404,12 @@ def matmul(a, b, **kwargs):
     a_vec, b_vec = _ndim(a) == 1, _ndim(b) == 1
     if _ndim(a) == 0 or _ndim(b) == 0:
         raise _shape_error("matmul: operands must be at least 1-D (use * for scalars)", a, b)
+    if _shape(a)[-1] != _shape(b)[0 if b_vec else -2]:
+        raise _shape_error("matmul: inner dimensions differ", a, b)
     if a_vec:
         a = reshape(a, (1,) + _shape(a))
     if b_vec:
         b = reshape(b, _shape(b) + (1,))
-    if _shape(a)[-1] != _shape(b)[-2]:
-        raise _shape_error("matmul: inner dimensions differ", a, b)
     out = lax.matmul(a, b)
     if a_vec or b_vec:
         shape = _shape(out)

@@ -39,7 +39,10 @@ _END = object()
 def _build(treedef, it):
     kind = treedef[0]
     if kind == "leaf":
-        return next(it)
+        leaf = next(it, _END)
+        if leaf is _END:
+            raise ValueError("unflatten: fewer leaves than the tree structure holds")
+        return leaf
     if kind == "none":
         return None
     if kind == "dict":

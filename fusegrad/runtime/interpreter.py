@@ -14,14 +14,16 @@ import numpy as np
 
 from ..ir.types import NP_DTYPES
 
-try:
-    from scipy.special import erf as _erf
-except ImportError:  # pragma: no cover - scipy is optional
-    _erf_scalar = np.frompyfunc(math.erf, 1, 1)
 
-    def _erf(x):
-        x = np.asarray(x)
-        return _erf_scalar(x).astype(x.dtype)
+
+def _erf(x):
+    """scipy's erf when available (imported lazily: it costs ~0.5 s), else math.erf."""
+    try:
+        from scipy.special import erf
+    except ImportError:  # pragma: no cover - scipy is optional
+        erf = np.frompyfunc(math.erf, 1, 1)
+    return np.asarray(erf(x), dtype=np.asarray(x).dtype)
+
 
 impl_rules: dict = {}
 

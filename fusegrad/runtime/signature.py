@@ -88,7 +88,8 @@ def explain_miss(name: str, old: Signature | None, new: Signature) -> str:
         if a.shape != b.shape:
             return f"retrace {name}: arg {i} shape {a.shape} -> {b.shape}"
         if a.dtype != b.dtype or wa != wb:
-            return f"retrace {name}: arg {i} dtype {a.dtype} -> {b.dtype}"
+            return (f"retrace {name}: arg {i} dtype {a.dtype}{' (weak)' * wa} -> "
+                    f"{b.dtype}{' (weak)' * wb}")
     return f"retrace {name}: new signature"
 
 

@@ -13,7 +13,8 @@ _NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__)) + os.sep
 
 def _is_internal(filename: str) -> bool:
     return (filename.startswith(_PACKAGE_DIR) and os.sep + "tests" + os.sep not in filename) \
-        or filename.startswith(_NUMPY_DIR) or filename.startswith("<__array_function__")
+        or filename.startswith(_NUMPY_DIR) \
+        or filename.startswith(("<__array_function__", "<frozen "))
 
 
 def user_frame():

@@ -14,6 +14,7 @@ import threading
 
 import numpy as np
 
+from .. import dispatch
 from ..dispatch import level
 from ..ir.core import Builder, Function, Value
 from ..ir.primitives import ELEMENTWISE, UNARY_FLOAT, ShapeError
@@ -288,3 +289,6 @@ def trace_flat(fun, in_types, name, weak=None, hints=None):
         results = [ctx.read(leaf) for leaf in leaves]
     fn = ctx.builder.build(results)
     return fn, out_tree, [outer for outer, _ in ctx.captures]
+
+
+dispatch.ambient_handler = lambda: Tracer if _stack() else None

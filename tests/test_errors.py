@@ -1,0 +1,252 @@
+"""Errors say what went wrong, where in the user's code (file:line) and what to do instead."""
+
+import numpy as np
+import pytest
+
+import fusegrad as fg
+from fusegrad.ir import ShapeError
+from fusegrad.tracer.tracer import ConcretizationError
+
+X = np.arange(12.0).reshape(3, 4)
+V = np.ones(3)
+
+
+def jit(f, **kw):
+    return fg.jit(f, backend="interp", **kw)
+
+
+def where(f, offset=1):
+    """`test_errors.py:<line>` of the line `offset` lines below f's def."""
+    return f"test_errors.py:{f.__code__.co_firstlineno + offset}"
+
+
+def error_of(exc_type, f, *args, **kw):
+    with pytest.raises(exc_type) as info:
+        jit(f, **kw)(*args)
+    return str(info.value)
+
+
+# -- data-dependent Python control flow --------------------------------------------------------
+
+def branch(x):
+    if np.sum(x) > 0:
+        return x
+    return -x
+
+
+def to_int(x):
+    return x * int(np.sum(x))
+
+
+def to_float(x):
+    return x * float(x[0, 0])
+
+
+def iterate(x):
+    return sum(row for row in x)
+
+
+def item(x):
+    return x * x.sum().item()
+
+
+def index_with(x):
+    return [1.0, 2.0, 3.0][np.argmax(x)]
+
+
+@pytest.mark.parametrize("f, what", [(branch, "bool()"), (to_int, "int()"),
+                                     (to_float, "float()"), (iterate, "iteration"),
+                                     (item, ".item()"), (index_with, "as an index")])
+def test_concretization_errors_suggest_static_argnums_or_eager(f, what):
+    msg = error_of(ConcretizationError, f, X)
+    assert what in msg
+    assert f"{__file__}:{f.__code__.co_firstlineno + 1}" in msg
+    assert "static_argnums" in msg and 'backend="eager"' in msg
+    assert "np.where" in msg
+
+
+def test_concretization_error_is_a_type_error():
+    assert issubclass(ConcretizationError, TypeError)
+
+
+def test_the_same_code_runs_with_the_eager_backend_or_static_args():
+    np.testing.assert_allclose(fg.jit(branch, backend="eager")(X), X)
+    np.testing.assert_allclose(jit(lambda x, n: x * n, static_argnums=1)(X, 3), X * 3)
+
+
+# -- unsupported NumPy functions are named, never silently constant ----------------------------
+
+def svd(x):
+    return np.linalg.svd(x)
+
+
+def sort(x):
+    return np.sort(x, axis=0)
+
+
+def arctan(x):
+    return np.arctan(x)
+
+
+def ufunc_reduce(x):
+    return np.add.reduce(x)
+
+
+@pytest.mark.parametrize("f, name", [(svd, "numpy.linalg.svd"), (sort, "numpy.sort"),
+                                     (arctan, "numpy.arctan"),
+                                     (ufunc_reduce, "numpy.add.reduce")])
+def test_unsupported_numpy_function_is_named(f, name):
+    msg = error_of(TypeError, f, X)
+    assert f"fusegrad has no rule for {name}" in msg
+    assert where(f) in msg
+    assert "never falls back to a constant" in msg
+
+
+def test_out_argument_is_refused():
+    msg = error_of(TypeError, lambda x: np.tanh(x, out=np.empty((3, 4))), X)
+    assert "out=" in msg
+
+
+@pytest.mark.parametrize("f, word", [
+    (lambda x: np.add(x, 1, where=x > 0), "numpy.add: fusegrad does not support the where="),
+    (lambda x: np.tanh(x, dtype=np.float32), "numpy.tanh: fusegrad does not support the dtype="),
+    (lambda x: np.take(x, [0, 9], axis=1, mode="clip"), "the mode= argument"),
+    (lambda x: np.concatenate([x, x], dtype=np.float32), "the dtype= argument"),
+    (lambda x: np.sum(x, initial=1.0), "the initial= argument of reductions"),
+    (lambda x: np.mean(x, where=x > 0), "the where= argument of reductions"),
+])
+def test_unsupported_keyword_arguments_are_refused_not_ignored(f, word):
+    assert word in error_of(TypeError, f, X)
+
+
+# -- shapes ----------------------------------------------------------------------------------
+
+def add_mismatch(x, v):
+    return x + v
+
+
+def matmul_mismatch(x, v):
+    return x @ v
+
+
+def concat_mismatch(x, v):
+    return np.concatenate([x, v[None]], axis=0)
+
+
+def where_mismatch(x, v):
+    return np.where(x > 0, x, v)
+
+
+@pytest.mark.parametrize("f, words", [
+    (add_mismatch, ["add", "[3, 4]", "[3]"]),
+    (matmul_mismatch, ["matmul", "[3, 4]", "[3]"]),
+    (concat_mismatch, ["concatenate", "f64[3,4]", "f64[1,3]"]),
+    (where_mismatch, ["select", "[3, 4]", "[3]"]),
+])
+def test_shape_mismatch_names_op_shapes_and_line(f, words):
+    msg = error_of(ShapeError, f, X, V)
+    for word in words:
+        assert word in msg, (word, msg)
+    assert where(f) in msg
+
+
+def test_shape_error_is_a_value_error():
+    assert issubclass(ShapeError, ValueError)
+
+
+def test_reshape_mismatch():
+    msg = error_of(ShapeError, lambda x: x.reshape(5, -1), X)
+    assert "reshape" in msg and "12" in msg
+
+
+# -- indexing ---------------------------------------------------------------------------------
+
+def mask(x):
+    return x[x > 0]
+
+
+def test_boolean_mask_suggests_where():
+    msg = error_of(IndexError, mask, X)
+    assert "np.where(mask, x, 0)" in msg
+    assert where(mask) in msg
+
+
+@pytest.mark.parametrize("f, words", [
+    (lambda x: x[3], ["index 3 is out of bounds for axis 0 with size 3"]),
+    (lambda x: x[:, [0, 4]], ["index 4 is out of bounds for axis 1 with size 4"]),
+    (lambda x: x[0, 0, 0], ["too many indices"]),
+    (lambda x: x[[0, 1], [1, 2]], ["one integer-array index"]),
+    (lambda x: x[..., ...], ["single ellipsis"]),
+    (lambda x: x["a"], ["unsupported index"]),
+])
+def test_index_errors(f, words):
+    msg = error_of(IndexError, f, X)
+    for word in words:
+        assert word in msg
+    assert "test_errors.py:" in msg
+
+
+def test_traced_values_are_immutable():
+    def f(x):
+        x[0] = 1.0
+        return x
+    msg = error_of(TypeError, f, X)
+    assert "immutable" in msg and "np.where" in msg and where(f) in msg
+
+
+# -- traced values escaping the trace ----------------------------------------------------------
+
+def test_leaked_tracer_used_after_the_trace():
+    leaked = []
+
+    def f(x):
+        leaked.append(x * 2)
+        return x
+    jit(f)(X)
+
+    def use():
+        return leaked[0] + 1
+    with pytest.raises(RuntimeError) as info:
+        use()
+    msg = str(info.value)
+    assert "after its trace ended" in msg and "return it" in msg
+    assert f"{__file__}:{use.__code__.co_firstlineno + 1}" in msg
+
+
+def test_leaked_tracer_used_in_another_trace():
+    leaked = []
+    jit(lambda x: leaked.append(np.tanh(x)) or x)(X)
+
+    def g(y):
+        return y + leaked[0]
+    with pytest.raises(RuntimeError) as info:
+        jit(g)(X)
+    msg = str(info.value)
+    assert "escaped the trace" in msg and "f64[3,4]" in msg
+    assert where(g) in msg
+
+
+def test_leaked_tracer_cannot_be_converted():
+    leaked = []
+    jit(lambda x: leaked.append(x) or x)(X)
+    with pytest.raises(ConcretizationError, match="static_argnums"):
+        np.asarray(leaked[0])
+
+
+# -- arguments ---------------------------------------------------------------------------------
+
+def test_unsupported_argument_types():
+    with pytest.raises(TypeError, match="cannot pass str"):
+        jit(lambda x: x)("hello")
+    with pytest.raises(TypeError, match="complex128"):
+        jit(lambda x: x)(np.ones(2, complex))
+
+
+def test_unknown_backend():
+    with pytest.raises(ValueError, match="unknown backend 'gpu'"):
+        fg.jit(lambda x: x, backend="gpu")
+
+
+def test_bad_axis():
+    with pytest.raises(np.exceptions.AxisError, match="axis 2 is out of bounds"):
+        jit(lambda x: np.sum(x, axis=2))(X)
