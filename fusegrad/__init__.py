@@ -3,7 +3,17 @@ and JIT-compile it with Numba; or run it eagerly on a define-by-run tape."""
 
 from . import ir
 from .api import jit, make_ir
+from .runtime.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .runtime.gradcheck import gradcheck
+from .runtime.graph_dot import graph_dot
+from .runtime.hooks import detect_anomaly, set_anomaly_detection, set_backward_trace
+from .runtime.tensor import Tensor, tensor
+from .transforms import grad, hessian, hvp, value_and_grad, vjp
 
 __version__ = "0.1.0"
 
-__all__ = ["ir", "jit", "make_ir"]
+__all__ = [
+    "ir", "jit", "make_ir", "grad", "value_and_grad", "vjp", "hessian", "hvp",
+    "Tensor", "tensor", "no_grad", "enable_grad", "is_grad_enabled", "set_grad_enabled",
+    "gradcheck", "graph_dot", "set_backward_trace", "set_anomaly_detection", "detect_anomaly",
+]

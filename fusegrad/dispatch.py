@@ -16,8 +16,15 @@ TRACE_LEVEL = 2
 EAGER_LEVEL = 1
 
 
+_LEVELS: dict = {}
+
+
 def level(x) -> int:
-    return getattr(type(x), "_fg_level", 0)
+    cls = type(x)
+    lv = _LEVELS.get(cls)
+    if lv is None:
+        lv = _LEVELS[cls] = getattr(cls, "_fg_level", 0)
+    return lv
 
 
 def top_level(args) -> int:
@@ -37,9 +44,12 @@ def bind(prim: str, *args, **params):
     """Apply primitive `prim` to args: traced, recorded on the tape, or computed now."""
     handler, best = None, 0
     for a in args:
-        lv = level(a)
+        cls = type(a)
+        lv = _LEVELS.get(cls)
+        if lv is None:
+            lv = level(a)
         if lv > best:
-            handler, best = type(a), lv
+            handler, best = cls, lv
     if handler is None:
         handler = ambient_handler() if not args else None
         if handler is None:

@@ -9,9 +9,15 @@ from __future__ import annotations
 import numpy as np
 
 
+_FNP = None
+
+
 def _fnp():
-    from . import numpy as fnp
-    return fnp
+    global _FNP
+    if _FNP is None:
+        from . import numpy as fnp
+        _FNP = fnp
+    return _FNP
 
 
 def _unsupported(what, hint=""):

@@ -257,9 +257,12 @@ def std(x, axis=None, keepdims=False, ddof=0, dtype=None, **kwargs):
 
 
 def norm(x, ord=None, axis=None, keepdims=False):
+    """The 2-norm. Its gradient at 0 is 0 (not nan): sqrt only sees the safe branch."""
     if ord not in (None, 2, "fro"):
         raise NotImplementedError(f"fusegrad supports the 2-norm only, not ord={ord!r}")
-    return sqrt(sum(square(x), axis, keepdims))
+    squares = sum(square(x), axis, keepdims)
+    positive = greater(squares, 0)
+    return where(positive, sqrt(where(positive, squares, 1)), 0)
 
 
 def _arg_reduce(op):

@@ -1,0 +1,313 @@
+"""The eager backward engine: walk a recorded graph from the roots to the leaves.
+
+One loop serves `Tensor.backward` and the functional `grad`. It counts, for every node reachable
+from the roots, how many edges reach it (the dependency count), then runs Kahn's algorithm with
+an explicit stack: a node runs once every consumer has delivered its gradient, so fan-in is summed
+(out of place) in a buffer first. Per node: store the gradient for retain_grad, trace, call the
+node's VJP rule, check for NaN under anomaly detection, release the saved values unless
+retain_graph, and for each operand fit the returned cotangent to the shape and dtype recorded at
+record time (un-broadcast, cast: done here once, never in a rule), add it to the target's buffer
+and decrement the target's count. Nothing recurses, so graph depth is bounded by memory only.
+
+Without create_graph the rules run on raw NumPy arrays under no_grad (the fast path). With
+create_graph they run on Tensors with grad mode on, so the backward pass records its own graph
+and can be differentiated again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..formulas import unbroadcast_and_cast
+from . import hooks
+from .grad_mode import set_grad_enabled
+from .graph import AccumulateGrad, SavedTensor
+from .tensor import Tensor, _wrap, gradient_edge
+
+
+class GradientShapeError(RuntimeError, ValueError):
+    """A seed gradient is missing for a non-scalar root, or has the wrong shape."""
+
+
+def _fmt(shape) -> str:
+    return "[" + ", ".join(str(n) for n in shape) + "]"
+
+
+# -- public entry points ------------------------------------------------------------------------
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False) -> None:
+    """Accumulate the gradient of `tensors` (weighted by grad_tensors) into the leaves' `.grad`.
+
+    retain_graph defaults to create_graph; without it, every node releases its saved values
+    once it has run, and a second backward through it fails.
+    """
+    roots, seeds = _roots_and_seeds(tensors, grad_tensors, create_graph)
+    retain = create_graph if retain_graph is None else retain_graph
+    _run(roots, seeds, retain, create_graph)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         allow_unused=True) -> tuple:
+    """The gradients of `outputs` with respect to `inputs`, like torch.autograd.grad.
+
+    Returns one Tensor per input (None for an input the outputs do not depend on, or an error
+    with allow_unused=False). Leaves' `.grad` are left untouched. With create_graph=True the
+    results carry history and can be differentiated again.
+    """
+    inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    for t in inputs:
+        if not isinstance(t, Tensor) or not t.requires_grad:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+    roots, seeds = _roots_and_seeds(outputs, grad_outputs, create_graph)
+    capture = {}
+    for i, t in enumerate(inputs):
+        capture.setdefault(gradient_edge(t), []).append(i)
+    retain = create_graph if retain_graph is None else retain_graph
+    found = _run(roots, seeds, retain, create_graph, capture)
+    results = []
+    for i in range(len(inputs)):
+        g = found.get(i)
+        if g is None and not allow_unused:
+            raise RuntimeError("One of the differentiated Tensors appears to not have been used "
+                               "in the graph. Set allow_unused=True if this is the desired "
+                               "behavior.")
+        results.append(None if g is None else _as_result(g, create_graph))
+    return tuple(results)
+
+
+def _as_result(g, create_graph) -> Tensor:
+    if isinstance(g, Tensor):
+        return g
+    return _wrap(np.array(g))  # a copy: never alias an engine buffer or a read-only view
+
+
+# -- seeding ------------------------------------------------------------------------------------
+
+def _roots_and_seeds(tensors, gradients, create_graph):
+    """One start node and one seed gradient per output (a tensor, or a sequence of them)."""
+    if isinstance(tensors, Tensor):
+        tensors, gradients = [tensors], [gradients]
+    else:
+        tensors = list(tensors)
+        gradients = [None] * len(tensors) if gradients is None else list(gradients)
+    if len(gradients) != len(tensors):
+        raise ValueError(f"got {len(gradients)} gradients for {len(tensors)} outputs")
+    roots, seeds = [], []
+    for t, g in zip(tensors, gradients):
+        if not isinstance(t, Tensor) or not t.requires_grad:
+            raise RuntimeError("backward needs a tensor that requires grad")
+        roots.append(gradient_edge(t))
+        seeds.append(_seed(t, g, create_graph))
+    return roots, seeds
+
+
+def _seed(root: Tensor, gradient, create_graph):
+    if gradient is None:
+        if root.data.size != 1:
+            raise GradientShapeError(f"grad can be implicitly created only for scalar outputs, "
+                                     f"got shape {_fmt(root.shape)}")
+        seed = np.ones(root.shape, root.dtype)
+    else:
+        data = gradient.data if isinstance(gradient, Tensor) else np.asarray(gradient)
+        if data.shape != root.shape:
+            raise GradientShapeError(f"gradient shape {_fmt(data.shape)} does not match output "
+                                     f"shape {_fmt(root.shape)}")
+        if create_graph and isinstance(gradient, Tensor):
+            return gradient if gradient.dtype == root.dtype else gradient.astype(root.dtype)
+        seed = data.astype(root.dtype, copy=False)
+    return _wrap(seed) if create_graph else seed
+
+
+# -- the loop -----------------------------------------------------------------------------------
+
+def _run(roots, seeds, retain_graph, create_graph, capture=None) -> dict:
+    """Run the graph from `roots`; with `capture` (node -> input indices) return their grads."""
+    deps, needed = _count_dependencies(roots, capture)
+    buffers: dict = {}
+    for node, seed in zip(roots, seeds):
+        _add_to_buffer(buffers, node, seed)
+    ready = [node for node in dict.fromkeys(roots) if not deps.get(node)]
+    found: dict = {}
+    stream, anomaly = hooks.trace_stream(), hooks.anomaly_enabled
+    with set_grad_enabled(create_graph), np.errstate(all="ignore"):
+        while ready:
+            node = ready.pop()
+            g = buffers.pop(node, None)
+            grads = ()
+            if g is not None and capture is not None:
+                for i in capture.get(node, ()):
+                    found[i] = g
+                if node not in needed:
+                    g = None
+            if g is not None:
+                grads = _run_node(node, g, create_graph, stream, anomaly, capture is None)
+            if not retain_graph and (g is not None or capture is None):
+                node.saved = None  # release_variables(), inlined: this loop is the hot path
+            for i, (edge, shape, dtype) in enumerate(node.inputs):
+                if edge is None:
+                    continue
+                gi = grads[i] if i < len(grads) else None
+                if gi is not None:
+                    if create_graph or gi.shape != shape or gi.dtype != dtype:
+                        gi = _fit(node, i, gi, shape, dtype, create_graph)
+                    prev = buffers.get(edge)  # the sum is out of place: gi may alias a buffer
+                    buffers[edge] = gi if prev is None else prev + gi
+                deps[edge] -= 1
+                if deps[edge] == 0:
+                    ready.append(edge)
+    return found
+
+
+def _run_node(node, g, create_graph, stream, anomaly, store) -> Sequence:
+    """Store a retained gradient, trace, then accumulate into a leaf or call the node's rule."""
+    if store and node.retained is not None:
+        _store_retained(node, g, create_graph)
+    if stream is not None:
+        hooks.trace_node(stream, node.name, g)
+    if type(node) is AccumulateGrad:
+        if store:
+            _accumulate(node.variable, g, create_graph)
+        return ()
+    grads = _call_rule(node, g, create_graph)
+    if anomaly:
+        hooks.check_anomaly(node, grads)
+    return grads
+
+
+def _count_dependencies(roots, capture):
+    """In-degree of every node reachable from the roots; with capture, the nodes worth running.
+
+    A node is worth running in grad() when one of its edges leads to a captured node.
+    """
+    deps: dict = {}
+    consumers: dict = {}
+    seen = set(roots)
+    pending = list(seen)
+    while pending:
+        node = pending.pop()
+        for edge, _, _ in node.inputs:
+            if edge is None:
+                continue
+            deps[edge] = deps.get(edge, 0) + 1
+            if capture is not None:
+                consumers.setdefault(edge, []).append(node)
+            if edge not in seen:
+                seen.add(edge)
+                pending.append(edge)
+    if capture is None:
+        return deps, None
+    reaches = set()
+    pending = [node for node in capture if node in seen]
+    while pending:
+        node = pending.pop()
+        if node not in reaches:
+            reaches.add(node)
+            pending.extend(consumers.get(node, ()))
+    needed = {node for node in reaches
+              if any(edge in reaches for edge, _, _ in node.inputs)}
+    return deps, needed
+
+
+def _add_to_buffer(buffers, node, g) -> None:
+    prev = buffers.get(node)
+    buffers[node] = g if prev is None else prev + g
+
+
+# -- one node -----------------------------------------------------------------------------------
+
+def _call_rule(node, g, create_graph) -> Sequence:
+    saved = node.saved
+    if saved is None:
+        raise RuntimeError(
+            f"Trying to backward through the graph a second time ({node.name}); specify "
+            f"retain_graph=true (pass retain_graph=True to the first backward() call if you "
+            f"need to backward through the graph again)")
+    if create_graph:
+        args = [_unpack_tensor(s, node) for s in saved]
+        if not isinstance(g, Tensor):
+            g = _wrap(np.asarray(g))
+    else:
+        args = [s.unpack() if type(s) is SavedTensor else s for s in saved]
+    try:
+        grads = node.rule(g, *args, **node.params)
+    except Exception as e:
+        e.add_note(f"while running {node.name} in backward")
+        raise
+    if len(grads) != len(node.inputs):
+        raise RuntimeError(f"Function {node.name} returned {len(grads)} gradients but expected "
+                           f"{len(node.inputs)}")
+    return grads
+
+
+def _unpack_tensor(s, node):
+    """A saved value for a create_graph rule: the input tensor itself, or the output rebuilt."""
+    if type(s) is not SavedTensor:
+        return s
+    data = s.unpack()
+    if s.tensor is not None:
+        return s.tensor
+    out = _wrap(data)  # the node's own output: its history is this node
+    out._version, out.grad_fn, out._requires_grad = s.version, node, True
+    return out
+
+
+def _fit(node, i, g, shape, dtype, create_graph):
+    """A rule's cotangent for operand i, un-broadcast and cast to the operand's shape/dtype."""
+    if create_graph and not isinstance(g, Tensor):
+        g = _wrap(np.asarray(g))
+    gshape = tuple(g.shape)
+    if gshape != shape and not _unbroadcastable(gshape, shape, node.shape):
+        raise RuntimeError(f"Function {node.name} returned an invalid gradient at index {i} - "
+                           f"got {_fmt(gshape)} but expected shape {_fmt(shape)}")
+    if gshape != shape or g.dtype != dtype:
+        g = unbroadcast_and_cast(g, shape, dtype)
+    return g
+
+
+def _unbroadcastable(gshape, shape, out_shape) -> bool:
+    """Whether gshape is `shape` broadcast, and only along dimensions the op's output has.
+
+    Elementwise rules return gradients in the output's shape and matmul in the broadcast batch
+    shape; anything larger is a wrong formula, not broadcasting.
+    """
+    if len(shape) > len(gshape) or len(gshape) > len(out_shape):
+        return False
+    for k in range(1, len(gshape) + 1):
+        n = shape[-k] if k <= len(shape) else 1
+        if gshape[-k] != n and not (n == 1 and gshape[-k] == out_shape[-k]):
+            return False
+    return True
+
+
+# -- leaves -------------------------------------------------------------------------------------
+
+def _accumulate(t: Tensor, g, create_graph) -> None:
+    if not t.requires_grad or t.grad_fn is not None:
+        return  # detached in place after the graph was recorded: skip, as the seed's fix
+    with AccumulateGrad.lock:
+        _store(t, g, create_graph)
+
+
+def _store_retained(node, g, create_graph) -> None:
+    t = node.retained()
+    if t is not None and t.grad_fn is node and t.requires_grad:
+        with AccumulateGrad.lock:
+            _store(t, g, create_graph)
+
+
+def _store(t: Tensor, g, create_graph) -> None:
+    """t.grad += g: a copy the first time, in place later unless either side has history."""
+    if create_graph and isinstance(g, Tensor) and g.grad_fn is not None:
+        t.grad = g if t.grad is None else t.grad + g
+        return
+    data = g.data if isinstance(g, Tensor) else g
+    old = t.grad
+    if old is None:
+        t.grad = _wrap(np.array(data, dtype=t.dtype))
+    elif old.grad_fn is None and old.data.flags.writeable:
+        np.add(old.data, data, out=old.data, casting="same_kind")
+        old._vc().bump("backward", None)
+    else:
+        t.grad = old + data

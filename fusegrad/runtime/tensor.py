@@ -1,0 +1,327 @@
+"""Eager tensors: NumPy arrays that record a backward graph as operations run (define-by-run).
+
+Every operation on a Tensor ends in bind(), which hands it to `Tensor._fg_bind`: compute the
+primitive with the interpreter's NumPy implementation, wrap the result, and, when grad mode is
+on, the result is floating point, the primitive has a VJP rule and some input requires grad,
+record one Node (graph.py) whose rule comes from the formula table. Operators and NumPy methods
+come from ArrayMethods, shared with tracers; only eager-specific members live here: gradients,
+backward, in-place operations, detach, conversion to Python and NumPy values.
+
+Storage versions: every tensor has a version counter shared with the tensors that view the
+same NumPy buffer (detach(), and reshape/transpose/slice/broadcast results that alias their
+input). In-place operations bump it and remember the user's line, so a node whose saved value
+was overwritten after the forward pass fails at backward time and says where it happened.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from ..formulas import node_names, vjp_rules
+from ..ir.types import NP_DTYPES, dtype_name
+from ..methods import ArrayMethods
+from ..tracer.location import user_location
+from . import hooks
+from .grad_mode import _state as _grad_state
+from .graph import Node, SavedTensor, _Meta, _reads_cache, gradient_edge, rule_reads
+from .interpreter import apply, impl_rules
+
+try:  # NumPy 2's error state is a context variable; np.errstate() costs ~1 us per op
+    from numpy._core._ufunc_config import _extobj_contextvar as _errstate_var
+    with np.errstate(all="ignore"):
+        _IGNORE_ERRORS = _errstate_var.get()
+except (ImportError, AttributeError):  # pragma: no cover - other NumPy versions
+    _errstate_var = None
+
+_VIEW_PRIMS = frozenset(("reshape", "transpose", "slice", "broadcast_in_dim"))
+_NO_INPUT = (None, None, None)
+
+
+class _Version:
+    """A storage's version counter, and where the last in-place write happened."""
+
+    __slots__ = ("op", "value", "where")
+
+    def __init__(self):
+        self.value, self.op, self.where = 0, None, None
+
+    def bump(self, op, where):
+        self.value += 1
+        self.op, self.where = op, where
+
+
+class Tensor(ArrayMethods):
+    """An eager array with autograd metadata. Create it with `fusegrad.tensor(...)`."""
+
+    __slots__ = (
+        "__weakref__",
+        "_accumulator",
+        "_requires_grad",
+        "_version",
+        "data",
+        "grad",
+        "grad_fn",
+    )
+    _fg_level = 1
+
+    def __init__(self, data, dtype=None, requires_grad=False):
+        _init(self, _to_array(data, dtype), requires_grad)
+
+    # -- dispatch: every primitive on a Tensor lands here -------------------------------------
+    @classmethod
+    def _fg_bind(cls, prim, args, params):
+        data = _compute(prim, [a.data if isinstance(a, Tensor) else a for a in args], params)
+        out = _wrap(data)
+        if prim in _VIEW_PRIMS and np.may_share_memory(data, args[0].data):
+            out._version = args[0]._vc()
+        if _grad_state.enabled and data.dtype.kind == "f":
+            rule = vjp_rules.get(prim)
+            if rule is not None:
+                for a in args:
+                    if isinstance(a, Tensor) and a._requires_grad:
+                        _record(prim, rule, args, out, params)
+                        break
+        return out
+
+    # -- array attributes ---------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple:
+        return self.data.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.data.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self.data.ndim
+
+    @property
+    def size(self) -> int:
+        return self.data.size
+
+    def __len__(self):
+        return len(self.data)
+
+    def item(self):
+        return self.data.item()
+
+    def tolist(self):
+        return self.data.tolist()
+
+    def numpy(self) -> np.ndarray:
+        """The underlying array (shared, like torch's detach().numpy())."""
+        return self.data
+
+    def __array__(self, dtype=None, copy=None):
+        if copy:
+            return np.array(self.data, dtype=dtype)
+        return self.data if dtype is None else self.data.astype(dtype, copy=False)
+
+    def __float__(self):
+        return float(self.data)
+
+    def __int__(self):
+        return int(self.data)
+
+    def __index__(self):
+        return self.data.__index__()
+
+    def __bool__(self):
+        return bool(self.data)
+
+    def __repr__(self):
+        body = np.array2string(self.data, separator=", ", prefix="tensor(")
+        extra = ""
+        if self.data.dtype != np.float64 and self.data.dtype.kind == "f" or \
+                self.data.dtype.kind not in "fb" and self.data.size == 0:
+            extra += f", dtype={dtype_name(self.data.dtype)}"
+        if self.grad_fn is not None:
+            extra += f", grad_fn=<{self.grad_fn.name}>"
+        elif self._requires_grad:
+            extra += ", requires_grad=True"
+        return f"tensor({body}{extra})"
+
+    # -- autograd metadata --------------------------------------------------------------------
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag: bool):
+        self.requires_grad_(flag)
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.grad_fn is None
+
+    @property
+    def version(self) -> int:
+        return 0 if self._version is None else self._version.value
+
+    def _vc(self) -> _Version:
+        """The storage's version counter, created on first need (most tensors never need it)."""
+        if self._version is None:
+            self._version = _Version()
+        return self._version
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        flag = bool(requires_grad)
+        if self.grad_fn is not None:
+            if not flag:
+                raise RuntimeError(
+                    "you can only change requires_grad flags of leaf tensors; use detach() to "
+                    "get a tensor without history")
+            return self
+        if flag and self.data.dtype.kind != "f":
+            raise RuntimeError(f"only floating point tensors can require gradients, got "
+                               f"{dtype_name(self.data.dtype)}; convert with "
+                               f".astype(np.float64) first")
+        self._requires_grad = flag
+        return self
+
+    def retain_grad(self) -> None:
+        """Keep this intermediate tensor's gradient in `.grad` during backward."""
+        if not self._requires_grad:
+            raise RuntimeError("retain_grad needs a tensor that requires grad")
+        if self.grad_fn is not None:
+            self.grad_fn.retained = weakref.ref(self)
+
+    def zero_grad(self) -> None:
+        """Reset `.grad` to None (not to zeros)."""
+        self.grad = None
+
+    def detach(self) -> Tensor:
+        """A tensor on the same buffer and version counter, without history."""
+        t = _wrap(self.data)
+        t._version = self._vc()
+        return t
+
+    def detach_(self) -> Tensor:
+        """Drop this tensor's history in place: it becomes a leaf that does not require grad."""
+        self.grad_fn = None
+        self._requires_grad = False
+        self._accumulator = None
+        return self
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False) -> None:
+        """Accumulate d(self)/d(leaf) into every leaf's `.grad` (see engine.backward)."""
+        from .engine import backward
+        backward(self, gradient, retain_graph, create_graph)
+
+    # -- in-place operations (version bump, and the seed chapter's rules under grad mode) -----
+    def add_(self, other) -> Tensor:
+        return self._inplace("add_", np.add, other)
+
+    def sub_(self, other) -> Tensor:
+        return self._inplace("sub_", np.subtract, other)
+
+    def mul_(self, other) -> Tensor:
+        return self._inplace("mul_", np.multiply, other)
+
+    def zero_(self) -> Tensor:
+        return self._inplace("zero_", None, 0)
+
+    def fill_(self, value) -> Tensor:
+        return self._inplace("fill_", None, value)
+
+    def _inplace(self, op, ufunc, source) -> Tensor:
+        if _grad_state.enabled:
+            if self._requires_grad and self.grad_fn is None:
+                raise RuntimeError(f"a leaf tensor that requires grad is being used in the "
+                                   f"in-place operation {op}; wrap the update in "
+                                   f"`with fg.no_grad():`")
+            if self._requires_grad:
+                raise RuntimeError(f"{op} is not supported on a tensor with gradient history; "
+                                   f"use the out-of-place op")
+            if isinstance(source, Tensor) and source._requires_grad:
+                raise RuntimeError(f"{op} is not supported with a source that requires grad")
+        value = source.data if isinstance(source, Tensor) else source
+        if ufunc is None:
+            self.data[...] = value
+        else:
+            ufunc(self.data, value, out=self.data, casting="same_kind")
+        self._vc().bump(op, user_location(full=True))
+        return self
+
+
+def _compute(prim, args, params) -> np.ndarray:
+    """interpreter.apply (NumPy, floating-point warnings off), minus the cost of np.errstate."""
+    if _errstate_var is None:
+        return apply(prim, args, params)
+    token = _errstate_var.set(_IGNORE_ERRORS)
+    try:
+        return np.asarray(impl_rules[prim](*args, **params))
+    finally:
+        _errstate_var.reset(token)
+
+
+def _init(t, data, requires_grad=False):
+    t.data = data
+    t.grad = t.grad_fn = t._version = t._accumulator = None
+    t._requires_grad = False
+    if requires_grad:
+        t.requires_grad_(True)
+
+
+def _wrap(data) -> Tensor:
+    """A new leaf Tensor on `data` (no copy)."""
+    t = _new_tensor(Tensor)
+    t.data = data
+    t.grad = t.grad_fn = t._version = t._accumulator = None
+    t._requires_grad = False
+    return t
+
+
+_new_tensor = Tensor.__new__
+
+
+def _to_array(data, dtype) -> np.ndarray:
+    if isinstance(data, Tensor):
+        data = data.data
+    if dtype is not None:
+        dtype = NP_DTYPES[dtype] if isinstance(dtype, str) and dtype in NP_DTYPES else dtype
+        array = np.array(data, dtype=np.dtype(dtype))
+    else:
+        array = np.array(data)
+    target = NP_DTYPES[dtype_name(array.dtype)]
+    return array if array.dtype == target else array.astype(target)
+
+
+def tensor(data, dtype=None, requires_grad=False) -> Tensor:
+    """A new leaf tensor holding a copy of `data` (list, scalar, array or tensor).
+
+    dtype: float32, float64, int64 or bool (other NumPy dtypes widen: int32 -> int64,
+    float16 -> float32). Python floats give float64, as in NumPy.
+    """
+    return Tensor(data, dtype, requires_grad)
+
+
+# -- recording ------------------------------------------------------------------------------
+
+def _record(prim, rule, args, out, params) -> None:
+    out_mode, in_modes, rest = _reads_cache.get(rule) or rule_reads(rule)
+    saved = [None if out_mode is None else _save(out_mode, out, True)]
+    inputs = []
+    for i, a in enumerate(args):
+        mode = in_modes[i] if i < len(in_modes) else rest
+        saved.append(None if mode is None else _save(mode, a, False))
+        inputs.append((gradient_edge(a), a.data.shape, a.data.dtype)
+                      if isinstance(a, Tensor) and a._requires_grad else _NO_INPUT)
+    where = user_location(full=True) if hooks.anomaly_enabled else None
+    out.grad_fn = Node(node_names.get(prim, prim), rule, params, saved, inputs,
+                       out.data.shape, where)
+    out._requires_grad = True
+
+
+def _save(mode, value, is_output):
+    """What a node keeps of one rule argument it reads: its shape and dtype, or the value."""
+    if isinstance(value, Tensor):
+        if mode == "meta":
+            return _Meta(value.data.shape, value.data.dtype)
+        return SavedTensor(value, is_output)
+    if mode == "meta" and isinstance(value, np.ndarray):
+        return _Meta(value.shape, value.dtype)
+    return value

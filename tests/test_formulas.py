@@ -1,0 +1,288 @@
+"""The formula table: coverage, the shared helpers, and gradcheck of every rule at order 1 and 2.
+
+Each row of CASES calls one primitive through fusegrad.lax on eager float64 tensors with seeded
+random inputs from a declared domain (positive_input for log/sqrt/pow, away_from_zero for
+abs/prod, distinct values for max/min), so no finite difference straddles a kink. Order 2 checks
+the gradient function built with create_graph=True.
+"""
+
+import numpy as np
+import pytest
+
+from fusegrad import lax
+from fusegrad.formulas import (
+    NON_DIFFERENTIABLE,
+    node_names,
+    sum_to_shape,
+    unbroadcast_and_cast,
+    vjp_rules,
+)
+from fusegrad.ir.primitives import shape_rules
+from fusegrad.runtime.engine import grad
+from fusegrad.runtime.grad_mode import enable_grad
+from fusegrad.runtime.gradcheck import gradcheck
+from fusegrad.runtime.graph import rule_reads
+from fusegrad.runtime.tensor import Tensor, tensor
+
+rng = np.random.default_rng(1234)
+
+
+def normal(*shape):
+    return rng.standard_normal(shape)
+
+
+def positive_input(*shape):
+    return rng.uniform(0.5, 2.5, shape)
+
+
+def away_from_zero(*shape):
+    x = rng.standard_normal(shape)
+    return np.where(x >= 0, x + 0.2, x - 0.2)
+
+
+def distinct(*shape):
+    """Values at least 0.1 apart, in random order: no ties within eps."""
+    n = int(np.prod(shape))
+    return rng.permutation(np.arange(n) * 0.1 - n * 0.05).reshape(shape) + 0.01
+
+
+IDX = np.array([2, 0, 2, 1])
+IDX2 = np.array([[0, 2], [1, 1], [2, 0]])
+TARGETS = np.array([2, 0, 1, 1])
+
+# prim -> (function of tensors, inputs); several rows per prim where layouts differ
+CASES = {
+    "neg": (lax.neg, [normal(2, 3)]),
+    "abs": (lax.abs, [away_from_zero(2, 3)]),
+    "exp": (lax.exp, [normal(2, 3)]),
+    "log": (lax.log, [positive_input(2, 3)]),
+    "log1p": (lax.log1p, [positive_input(2, 3)]),
+    "expm1": (lax.expm1, [normal(2, 3)]),
+    "sqrt": (lax.sqrt, [positive_input(2, 3)]),
+    "rsqrt": (lax.rsqrt, [positive_input(2, 3)]),
+    "sin": (lax.sin, [normal(2, 3)]),
+    "cos": (lax.cos, [normal(2, 3)]),
+    "tanh": (lax.tanh, [normal(2, 3)]),
+    "logistic": (lax.logistic, [normal(2, 3)]),
+    "erf": (lax.erf, [normal(2, 3)]),
+    "add": (lax.add, [normal(2, 3), normal(3)]),
+    "sub": (lax.sub, [normal(2, 1), normal(3)]),
+    "mul": (lax.mul, [normal(2, 3), normal(3)]),
+    "div": (lax.div, [normal(2, 3), away_from_zero(2, 1)]),
+    "pow": (lax.pow, [positive_input(2, 3), normal(2, 3)]),
+    "pow_scalar": (lambda x: lax.pow(x, 3.0), [normal(2, 3)]),
+    "maximum": (lax.maximum, [distinct(2, 3), distinct(3) + 0.03]),
+    "minimum": (lax.minimum, [distinct(2, 3), distinct(3) + 0.03]),
+    "select": (lambda a, b: lax.select(np.array([True, False, True]), a, b),
+               [normal(2, 3), normal(2, 3)]),
+    "convert": (lambda x: lax.convert(x, "f64"), [normal(2, 3)]),
+    "broadcast_in_dim": (lambda x: lax.broadcast_in_dim(x, (2, 4, 3), (0, 2)),
+                         [normal(2, 1)]),
+    "reshape": (lambda x: lax.reshape(x, (3, 2)), [normal(2, 3)]),
+    "transpose": (lambda x: lax.transpose(x, (2, 0, 1)), [normal(2, 3, 4)]),
+    "slice": (lambda x: lax.slice(x, (0, 1), (2, 6), (1, 2)), [normal(2, 7)]),
+    "pad": (lambda x: lax.pad(x, (1, 0), (0, 2), (0, 1)), [normal(2, 3)]),
+    "concatenate": (lambda a, b, c: lax.concatenate([a, b, c], 1),
+                    [normal(2, 1), normal(2, 3), normal(2, 2)]),
+    "take": (lambda x: lax.take(x, IDX, 1), [normal(2, 3)]),
+    "take_along_axis": (lambda x: lax.take_along_axis(x, IDX2, 1), [normal(3, 3)]),
+    "scatter_add": (lambda g: lax.scatter_add(IDX, g, 1, (2, 3)), [normal(2, 4)]),
+    "scatter_add_along_axis": (lambda g: lax.scatter_add_along_axis(IDX2, g, 1, (3, 4)),
+                               [normal(3, 2)]),
+    "reduce_sum": (lambda x: lax.reduce_sum(x, (0, 2)), [normal(2, 3, 2)]),
+    "reduce_max": (lambda x: lax.reduce_max(x, (1,)), [distinct(2, 4)]),
+    "reduce_min": (lambda x: lax.reduce_min(x, (0, 1)), [distinct(2, 4)]),
+    "reduce_prod": (lambda x: lax.reduce_prod(x, (1,)), [away_from_zero(2, 4)]),
+    "cumsum": (lambda x: lax.cumsum(x, 1), [normal(2, 4)]),
+    "cumsum_reverse": (lambda x: lax.cumsum(x, 0, reverse=True), [normal(3, 2)]),
+    "matmul": (lax.matmul, [normal(2, 3), normal(3, 4)]),
+    "matmul_vec_left": (lax.matmul, [normal(3), normal(3, 4)]),
+    "matmul_vec_right": (lax.matmul, [normal(2, 3), normal(3)]),
+    "matmul_batched": (lax.matmul, [normal(2, 3, 4), normal(4, 2)]),
+    "softmax": (lambda x: lax.softmax(x, 1), [normal(2, 4)]),
+    "log_softmax": (lambda x: lax.log_softmax(x, 0), [normal(3, 2)]),
+    "logsumexp": (lambda x: lax.logsumexp(x, (1,)), [normal(2, 4)]),
+    "cross_entropy": (lambda x, t: lax.cross_entropy(x, t), [normal(4, 3), TARGETS]),
+    "layer_norm": (lambda x: lax.layer_norm(x, 1, 1e-5), [normal(2, 4)]),
+    "layer_norm_2d": (lambda x: lax.layer_norm(x, 2, 1e-3), [normal(2, 2, 3)]),
+    "gelu": (lambda x: lax.gelu(x, False), [normal(2, 3)]),
+    "gelu_tanh": (lambda x: lax.gelu(x, True), [normal(2, 3)]),
+}
+
+
+def _prim(case: str) -> str:
+    return case if case in vjp_rules else case.rsplit("_", 1)[0].replace("_vec", "")
+
+
+def leaves(arrays):
+    return [tensor(a, requires_grad=True) if a.dtype.kind == "f" else a for a in arrays]
+
+
+def test_every_differentiable_primitive_has_a_rule_and_a_name():
+    assert set(vjp_rules) | NON_DIFFERENTIABLE == set(shape_rules)
+    assert not set(vjp_rules) & NON_DIFFERENTIABLE
+    assert set(node_names) == set(vjp_rules)
+    assert all(name.endswith("Backward") for name in node_names.values())
+
+
+def test_every_rule_has_a_gradcheck_row():
+    covered = {_prim(c) for c in CASES}
+    covered |= {"matmul" if c.startswith("matmul") else c for c in covered}
+    assert set(vjp_rules) <= covered
+
+
+def test_chapter_node_names():
+    assert node_names["mul"] == "MulBackward"
+    assert node_names["reduce_sum"] == "SumBackward"
+    assert node_names["convert"] == "ToBackward"
+    assert node_names["logistic"] == "SigmoidBackward"
+    assert node_names["cross_entropy"] == "CrossEntropyBackward"
+    assert node_names["slice"] == "SliceBackward"
+    assert node_names["take"] == "IndexSelectBackward"
+    assert node_names["concatenate"] == "CatBackward"
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_gradcheck_order_1(case):
+    fn, arrays = CASES[case]
+    result = gradcheck(fn, leaves(arrays))
+    assert result.passed, result.report
+
+
+def _first_order(fn, arrays):
+    """x -> grad(sum(fn(x) * v), x) with create_graph: the function order 2 checks."""
+    out = fn(*[tensor(a) for a in arrays])
+    v = tensor(np.random.default_rng(7).standard_normal(out.shape))
+
+    def gradient(*xs):
+        with enable_grad():
+            diff = [x for x in xs if isinstance(x, Tensor)]
+            grads = grad(fn(*xs), diff, v, create_graph=True)
+        return tuple(tensor(np.zeros(x.shape)) if g is None else g for x, g in zip(diff, grads))
+    return gradient
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_gradcheck_order_2(case):
+    fn, arrays = CASES[case]
+    result = gradcheck(_first_order(fn, arrays), leaves(arrays), atol=1e-4)
+    assert result.passed, result.report
+
+
+SUM_TO_SHAPE = [((2, 3), [[1, 2, 3], [4, 5, 6]]), ((3,), [5, 7, 9]), ((1, 3), [[5, 7, 9]]),
+                ((2, 1), [[6], [15]]), ((), 21)]
+
+
+@pytest.mark.parametrize("target, expected", SUM_TO_SHAPE)
+def test_sum_to_shape_table(target, expected):
+    g = np.array([[1.0, 2, 3], [4, 5, 6]])
+    out = sum_to_shape(g, target)
+    assert np.shape(out) == target
+    np.testing.assert_array_equal(out, expected)
+
+
+def test_sum_to_shape_returns_its_argument_when_nothing_was_broadcast():
+    g = np.ones((2, 3))
+    assert sum_to_shape(g, (2, 3)) is g
+
+
+def test_sum_to_shape_rejects_too_few_dimensions():
+    with pytest.raises(ValueError, match=r"cannot reduce gradient of shape \[3\] to \[2, 3\]"):
+        sum_to_shape(np.ones(3), (2, 3))
+
+
+def test_unbroadcast_and_cast_sums_and_casts():
+    out = unbroadcast_and_cast(np.ones((4, 3)), (4, 1), np.float32)
+    assert out.dtype == np.float32 and out.shape == (4, 1)
+    np.testing.assert_array_equal(out, np.full((4, 1), 3.0))
+    assert unbroadcast_and_cast(np.ones(3), (3,), "f64").dtype == np.float64
+
+
+def test_rules_run_on_plain_numpy_arrays():
+    g, x, y = np.ones((2, 3)), np.full((2, 3), 2.0), np.full((3,), 5.0)
+    gx, gy = vjp_rules["mul"](g, x * y, x, y)
+    np.testing.assert_array_equal(gx, np.full((2, 3), 5.0))
+    np.testing.assert_array_equal(gy, np.full((2, 3), 2.0))  # broadcast shape: driver sums
+    (gx,) = vjp_rules["tanh"](g, np.tanh(x), x)
+    np.testing.assert_allclose(gx, 1 - np.tanh(2.0) ** 2)
+
+
+def test_saved_state_is_what_the_rule_reads():
+    assert rule_reads(vjp_rules["add"]) == (None, (None, None), "data")
+    assert rule_reads(vjp_rules["exp"]) == ("data", (None,), "data")  # saves its output
+    assert rule_reads(vjp_rules["reduce_sum"]) == (None, ("meta",), "data")  # the shape only
+    assert rule_reads(vjp_rules["mul"]) == (None, ("data", "data"), "data")
+    assert rule_reads(vjp_rules["cross_entropy"])[1] == ("data", "data")
+
+
+def test_non_differentiable_results_have_no_history():
+    x = tensor([-1.0, 0.5, 2.0], requires_grad=True)
+    for result in (x > 0, x == 0.5, lax.sign(x), lax.argmax(x, 0), lax.ne(x, x)):
+        assert not result.requires_grad and result.grad_fn is None
+
+
+# -- numerical stability of the composites ---------------------------------------------------
+
+def test_logsumexp_large_and_all_minus_infinity():
+    x = tensor([1000.0, 1000.0], requires_grad=True)
+    y = lax.logsumexp(x, (0,))
+    assert y.item() == 1000.6931471805599
+    y.backward()
+    np.testing.assert_array_equal(x.grad, [0.5, 0.5])
+    z = tensor([-np.inf, -np.inf], requires_grad=True)
+    w = lax.logsumexp(z, (0,))
+    w.backward()
+    assert w.item() == -np.inf and not np.isnan(z.grad.data).any()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sigmoid_and_softplus_are_finite_and_exact_in_the_tails(dtype):
+    from fusegrad import nn
+    x = tensor([-1000.0, 0.0, 1000.0], dtype=dtype, requires_grad=True)
+    s = nn.sigmoid(x)
+    s.sum().backward()
+    np.testing.assert_array_equal(s, [0.0, 0.5, 1.0])
+    np.testing.assert_array_equal(x.grad, [0.0, 0.25, 0.0])
+    assert x.grad.dtype == dtype
+    x.zero_grad()
+    p = nn.softplus(x)
+    p.sum().backward()
+    np.testing.assert_allclose(p, [0.0, np.log(2.0), 1000.0], rtol=1e-6)
+    np.testing.assert_array_equal(x.grad, [0.0, 0.5, 1.0])  # = sigmoid(x), exactly
+
+
+def test_softmax_family_is_finite_for_large_inputs():
+    from fusegrad import nn
+    x = tensor([[1000.0, 0.0, -1000.0]], requires_grad=True)
+    (nn.softmax(x) * tensor([[1.0, 2.0, 3.0]])).sum().backward()
+    assert np.isfinite(x.grad.data).all()
+    y = tensor([[1000.0, 0.0]], requires_grad=True)
+    nn.log_softmax(y).sum().backward()
+    np.testing.assert_allclose(y.grad, [[-1.0, 1.0]])
+    z = tensor([[1000.0, -1000.0]], requires_grad=True)
+    loss = nn.cross_entropy(z, np.array([1]))
+    loss.backward()
+    assert loss.item() == 2000.0
+    np.testing.assert_array_equal(z.grad, [[1.0, -1.0]])
+
+
+def test_pow_guards():
+    x = tensor([0.0, 2.0], requires_grad=True)
+    (x ** 0.0).sum().backward()
+    np.testing.assert_array_equal(x.grad, [0.0, 0.0])  # d/dx x**0 is 0, even at 0
+    base, exponent = tensor([0.0, 2.0], requires_grad=True), tensor([2.0, 3.0],
+                                                                    requires_grad=True)
+    (base ** exponent).sum().backward()
+    np.testing.assert_array_equal(base.grad, [0.0, 12.0])
+    np.testing.assert_allclose(exponent.grad, [0.0, 8 * np.log(2.0)])  # not 0 * log 0 = nan
+
+
+def test_pow_guards_survive_differentiation():
+    x = tensor(0.0, requires_grad=True)
+    (g1,) = grad(x ** 0.0, x, create_graph=True)
+    (g2,) = grad(g1, x, allow_unused=True)
+    assert g1.item() == 0.0 and (g2 is None or g2.item() == 0.0)
+    e = tensor(0.0, requires_grad=True)
+    (ge,) = grad(x ** e, e, create_graph=True)
+    (gee,) = grad(ge, e, allow_unused=True)
+    assert ge.item() == 0.0 and (gee is None or gee.item() == 0.0)
