@@ -4,7 +4,9 @@ engine. `jit` caches one compiled entry per call signature.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import inspect
 import os
 import threading
@@ -23,13 +25,26 @@ def default_backend() -> str:
     return os.environ.get("FUSEGRAD_BACKEND") or _DEFAULT_BACKEND
 
 
-_DEFAULT_BACKEND = "interp"
+_DEFAULT_BACKEND = "numba"
 
 
 def _check_backend(backend):
     if backend is not None and backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {BACKENDS}")
     return backend
+
+
+@contextlib.contextmanager
+def gc_paused():
+    """Tracing and passes allocate many small objects that live until the pass ends; the
+    cyclic collector would rescan them again and again for nothing."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _normalize_argnums(argnums) -> tuple:
@@ -161,8 +176,9 @@ class Jitted:
                 entry = self._entries.get(key)
                 if entry is None:
                     log_compile(explain_miss(_name_of(self.fun), self._last_sig, sig))
-                    fn, out_tree = trace_signature(self.fun, sig, self.static_argnums)
-                    executable = compile_function(fn, backend)
+                    with gc_paused():
+                        fn, out_tree = trace_signature(self.fun, sig, self.static_argnums)
+                        executable = compile_function(fn, backend)
                     entry = self._entries[key] = (Lowered(fn, getattr(executable, "ir", fn),
                                                           executable), out_tree)
                     self._last_sig = sig

@@ -106,6 +106,7 @@ def _active_values(fn: Function, wrt_params) -> set:
 def _backward(ctx, fn, active, seeds, names) -> dict:
     """Walk fn's ops in reverse; returns the cotangent (new Value) of every active value."""
     cts: dict[Value, Value] = {}
+    saved_loc = ctx.fixed_loc
     for r, seed in seeds:
         if r not in active:
             continue
@@ -116,7 +117,11 @@ def _backward(ctx, fn, active, seeds, names) -> dict:
         if not any(v in cts for v in op.outputs):
             continue
         start = len(ctx.builder.ops)
-        _apply_rule(ctx, op, cts, active)
+        ctx.fixed_loc = op.loc
+        try:
+            _apply_rule(ctx, op, cts, active)
+        finally:
+            ctx.fixed_loc = saved_loc
         note = f"vjp[{op.prim}] of {names[op.outputs[0]]}"
         for new in ctx.builder.ops[start:]:
             new.loc, new.note = op.loc, note

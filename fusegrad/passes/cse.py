@@ -47,7 +47,7 @@ def cse(fn: Function) -> Function:
     seen: dict = {}
     for op in fn.ops:
         inputs = tuple(env[v] for v in op.inputs)
-        key = (op.prim, inputs, param_key(op.params))
+        key = (op.prim, inputs, param_key(op.params) if op.params else None)
         first = seen.get(key)
         if first is None:
             builder.append(op if inputs == op.inputs else _rewired(op, inputs))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 
@@ -11,6 +12,7 @@ _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.
 _NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__)) + os.sep
 
 
+@functools.lru_cache(maxsize=4096)
 def _is_internal(filename: str) -> bool:
     return (filename.startswith(_PACKAGE_DIR) and os.sep + "tests" + os.sep not in filename) \
         or filename.startswith(_NUMPY_DIR) \

@@ -41,11 +41,15 @@ class ConcretizationError(TypeError):
     """A traced value was needed as a concrete Python value (bool, int, iteration, ...)."""
 
 
+_WALK = object()
+
+
 class TraceContext:
     def __init__(self, name: str):
         self.builder = Builder(name)
         self.captures: list[tuple[object, Value]] = []   # (outer tracer, inner param)
         self._lifted: dict[int, Value] = {}
+        self.fixed_loc = _WALK      # a pass replaying ops sets the loc instead of a frame walk
 
     def __enter__(self):
         _stack().append(self)
@@ -191,16 +195,28 @@ class Tracer(ArrayMethods):
     @classmethod
     def _fg_bind(cls, prim, args, params):
         ctx = _current()
-        loc = user_location()
+        loc = user_location() if ctx.fixed_loc is _WALK else ctx.fixed_loc
+        weak = False
         if prim in ELEMENTWISE:
             values = _explicit_elementwise(ctx, prim, args, loc)
+            weak = prim not in _STRONG_RESULT and all(_is_weak(a) for a in args)
         elif prim == "matmul":
             values = _explicit_matmul(ctx, args, loc)
         else:
             values = [ctx.read(a) for a in args]
         outs = ctx.builder.add(prim, values, params, loc=loc)
-        tracers = [Tracer(v, ctx) for v in outs]
+        tracers = [Tracer(v, ctx, weak) for v in outs]
         return tracers[0] if len(tracers) == 1 else tuple(tracers)
+
+
+_STRONG_RESULT = frozenset(("convert", "lt", "le", "gt", "ge", "eq", "ne"))
+
+
+def _is_weak(x) -> bool:
+    """Python scalars and the tracers computed only from them promote weakly (NEP 50)."""
+    if type(x) is Tracer:
+        return x.weak
+    return type(x) in (bool, int, float)
 
 
 def _broadcast(ctx, value: Value, shape: tuple, loc) -> Value:
@@ -235,6 +251,12 @@ def _broadcast_shape(prim, args, loc) -> tuple:
 
 
 def _explicit_elementwise(ctx, prim, args, loc) -> list[Value]:
+    first = args[0]
+    if type(first) is Tracer and prim != "select" and prim != "convert":
+        t = first.value.type
+        if all(type(a) is Tracer and a.ctx is ctx and a.value.type == t for a in args) \
+                and (t.is_float or prim not in UNARY_FLOAT):
+            return [a.value for a in args]      # the common case: nothing to make explicit
     shape = _broadcast_shape(prim, args, loc)
     if prim == "select":
         pred, *branches = args
