@@ -1,0 +1,422 @@
+"""Branch-free transcendental functions that vectorize inside Numba loops.
+
+Without SVML, Numba lowers `math.exp` & co. to scalar libm calls, and a call stops LLVM's loop
+vectorizer. These functions are plain float arithmetic instead, so a loop calling them becomes
+packed SIMD (AVX2/AVX-512). Each one follows the same recipe:
+
+1. reduce the argument exactly: Cody-Waite with fma (x = k ln2 + r, x = q pi/2 + r), or split
+   the exponent and mantissa bits (log);
+2. evaluate a polynomial in the small remainder with fma (Horner);
+3. reconstruct: scale by 2**k through the exponent bits, pick the sin/cos quadrant;
+4. patch nan, inf, signed zeros and domain errors with selects, never with branches.
+
+Every function comes as float64 (`exp64`) and float32 (`exp32`); the float32 ones see only
+float32 constants, so nothing widens to double and a vector holds twice the lanes. Polynomials
+are near-minimax fits (mpmath, Lawson-weighted least squares on a Chebyshev grid); the comment
+on each table names the fitted function, interval and weight.
+
+Accuracy (tests/test_mathlib.py): exp within 1 ulp, the others within 3 ulp (measured against
+correctly rounded values: at most 1.5), over the whole range including subnormals, overflow and
+signed zeros. sin and cos reduce by pi/2 with three constants: accurate for |x| < 2**43
+(float64) and |x| < 2**19 (float32); beyond that the result is wrong but stays in [-1, 1].
+
+The functions are `njit(inline='always')`: Numba pastes their IR into the caller, the only way
+the big ones (erf, logistic) reliably inline and vectorize. The pasted code takes the caller's
+flags: fastmath={'reassoc'} leaves every result bit-identical (tested), full fastmath breaks
+inf/nan handling; divisions are bare fdiv, so any error_model vectorizes. Without FMA hardware
+(pre-AVX2 x86) llvm.fma becomes a libm call: still correct, but slow. `FUNCS` maps
+(name, "f64" | "f32") to the function for code generation.
+"""
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
+
+# inline="always": Numba pastes the IR into the caller. Left to LLVM, erf and logistic are too
+# big to inline, and a call in the loop body stops vectorization.
+_jit = njit(inline="always", error_model="numpy", fastmath=False)
+
+
+# LLVM intrinsics, emitted in place: the vectorizer sees through them, not through a libm call.
+# Each accepts one float type only: a float64 sneaking into a float32 function is a typing error.
+
+
+def _llvm(name):
+    def codegen(context, builder, sig, args):
+        ty = args[0].type
+        fnty = ir.FunctionType(ty, [ty] * len(args))
+        return builder.call(builder.module.declare_intrinsic(name, [ty], fnty), args)
+
+    return codegen
+
+
+def _same_float(*tys):
+    return tys[0] if isinstance(tys[0], types.Float) and len(set(tys)) == 1 else None
+
+
+@intrinsic
+def fma(typingctx, a, b, c):
+    """a*b + c with one rounding."""
+    t = _same_float(a, b, c)
+    return t and (t(t, t, t), _llvm("llvm.fma"))
+
+
+@intrinsic
+def rint(typingctx, x):
+    """x rounded to the nearest integer, ties to even."""
+    t = _same_float(x)
+    return t and (t(t), _llvm("llvm.rint"))
+
+
+@intrinsic
+def floor(typingctx, x):
+    """x rounded down, as a float."""
+    t = _same_float(x)
+    return t and (t(t), _llvm("llvm.floor"))
+
+
+@intrinsic
+def copysign(typingctx, a, b):
+    """|a| with the sign bit of b."""
+    t = _same_float(a, b)
+    return t and (t(t, t), _llvm("llvm.copysign"))
+
+
+@intrinsic
+def _div(typingctx, a, b):
+    """a / b as a bare fdiv: no zero-division check, whatever the caller's error model."""
+    t = _same_float(a, b)
+    return t and (t(t, t), lambda context, builder, sig, args: builder.fdiv(*args))
+
+
+def _layout(fty):
+    """(int type, mantissa bits, exponent bias) of an LLVM float type."""
+    return (ir.IntType(64), 52, 1023) if fty == ir.DoubleType() else (ir.IntType(32), 23, 127)
+
+
+def _to_int(builder, k):
+    # k + 1.5*2**mant puts the integer k in the low bits. Unlike fptosi, this is defined for
+    # nan (which the callers then discard by arithmetic or a select).
+    ity, mant, _ = _layout(k.type)
+    magic = ir.Constant(k.type, 1.5 * 2.0**mant)
+    return builder.sub(builder.bitcast(builder.fadd(k, magic), ity), builder.bitcast(magic, ity))
+
+
+def _pow2_bits(builder, ki, fty):
+    ity, mant, bias = _layout(fty)
+    e = builder.shl(builder.add(ki, ir.Constant(ity, bias)), ir.Constant(ity, mant))
+    return builder.bitcast(e, fty)
+
+
+@intrinsic
+def _pow2(typingctx, k):
+    """2**k for an integer-valued float k in the normal exponent range."""
+    def codegen(context, builder, sig, args):
+        return _pow2_bits(builder, _to_int(builder, args[0]), args[0].type)
+
+    return k(k), codegen
+
+
+@intrinsic
+def _ldexp(typingctx, p, k):
+    """p * 2**k as p * 2**(k//2) * 2**(k - k//2): one rounding even when the result overflows
+    or is subnormal, for integer-valued |k| up to twice the exponent range."""
+    if p != k:
+        return None
+
+    def codegen(context, builder, sig, args):
+        p, k = args
+        ki = _to_int(builder, k)
+        k1 = builder.ashr(ki, ir.Constant(ki.type, 1))
+        s1, s2 = (_pow2_bits(builder, e, p.type) for e in (k1, builder.sub(ki, k1)))
+        return builder.fmul(builder.fmul(p, s1), s2)
+
+    return p(p, k), codegen
+
+
+@intrinsic
+def _frexp(typingctx, x):
+    """(m, k) with x = m * 2**k and sqrt(1/2) <= m < sqrt(2), for positive normal x."""
+    def codegen(context, builder, sig, args):
+        ity, mant, bias = _layout(args[0].type)
+        # Offsetting the bits by (1 - sqrt(1/2)) carries into the exponent exactly when the
+        # mantissa is >= sqrt(2); adding sqrt(1/2) back to the masked mantissa gives m.
+        one, low = (1023 << 52, 0x3FE6A09E << 32) if mant == 52 else (0x3F800000, 0x3F3504F3)
+        bits = builder.add(builder.bitcast(args[0], ity), ir.Constant(ity, one - low))
+        k = builder.sub(builder.lshr(bits, ir.Constant(ity, mant)), ir.Constant(ity, bias))
+        m = builder.and_(bits, ir.Constant(ity, (1 << mant) - 1))
+        m = builder.bitcast(builder.add(m, ir.Constant(ity, low)), args[0].type)
+        pair = (m, builder.sitofp(k, args[0].type))
+        return context.make_tuple(builder, sig.return_type, pair)
+
+    return types.UniTuple(x, 2)(x), codegen
+
+
+@intrinsic
+def _horner(typingctx, x, coeffs):
+    """Polynomial with coefficients highest degree first, as a chain of fma."""
+    if not (isinstance(coeffs, types.UniTuple) and coeffs.dtype == x):
+        return None  # a float64 table in a float32 function would widen every lane
+
+    def codegen(context, builder, sig, args):
+        fma_ = _llvm("llvm.fma")
+        acc = builder.extract_value(args[1], 0)
+        for i in range(1, sig.args[1].count):
+            acc = fma_(context, builder, sig, [acc, args[0], builder.extract_value(args[1], i)])
+        return acc
+
+    return x(x, coeffs), codegen
+
+
+# Constants per dtype. Polynomial tables list coefficients highest degree first.
+_F64 = {
+    "log2e": 1.4426950408889634,
+    "ln2": (0.6931471806019545, -4.2009150726810846e-11),  # hi + lo; hi has 32 bits: k hi is exact
+    "pio2": (1.5707963267948966, 6.123233995736766e-17, -1.4973849048591698e-33),
+    "twoopi": 0.6366197723675814,
+    "exp_range": (-746.0, 710.0),  # exp is 0 / inf beyond
+    "expm1_min": -40.0,  # expm1 rounds to -1 below
+    "kcap": 60.0,  # 2**-k vanishes next to 1 above
+    "tiny": 2.2250738585072014e-308,  # smallest normal; log scales smaller x by 2**54
+    "tiny_scale": 54.0,
+    "erf_max": 6.0,  # erf rounds to 1 above
+    # (exp(r) - 1 - r) / r**2 on |r| <= 1.002 ln2/2, degree 10, relative weight
+    "expm1": (2.0889399778937487e-09, 2.510540634043593e-08, 2.755734997967135e-07,
+              2.755725495447246e-06, 2.48015872449022e-05, 0.00019841269875162484,
+              0.0013888888888918516, 0.00833333333332604, 0.041666666666666616,
+              0.1666666666666667, 0.5),
+    # (log((1+s)/(1-s)) - 2s) / s**3 in z = s**2 on [0, 1.002 (3 - 2 sqrt 2)**2], degree 6
+    "log": (0.14619588848918905, 0.1533146888757877, 0.1818289664633949, 0.22222211033942946,
+            0.2857142862656006, 0.3999999999989842, 0.666666666666667),
+    # (sin r - r) / r**3 and (cos r - 1 + r**2/2) / r**4 in z = r**2, |r| <= trig_range, deg 5
+    "trig_range": 1.002 * np.pi / 4,
+    "sin": (1.5917398930206534e-10, -2.5051121558892147e-08, 2.7557316052547387e-06,
+            -0.0001984126983666167, 0.008333333333330887, -0.16666666666666666),
+    "cos": (-1.1382212632444345e-11, 2.0876140408874012e-09, -2.755731724356907e-07,
+            2.480158729871198e-05, -0.0013888888888887363, 0.041666666666666664),
+    # erf(x)/x - 1 in z = x**2 on [0, 1], degree 11, weight x/erf(x)
+    "erf_near": (-7.779447478688377e-10, 1.3710982986426782e-08, -1.6206318139361328e-07,
+                 1.644713273875131e-06, -1.4924712456253081e-05, 0.00012055293588885117,
+                 -0.0008548325929890776, 0.0052239776061356385, -0.026866170643114515,
+                 0.11283791670944214, -0.3761263890318352, 0.12837916709551256),
+    # log(erfc(x)) + x**2 in t = x - 2 on [1, 6], degree 18, weight erfc(x) (absolute error
+    # of erf); x - 2 is exact where the weight matters
+    "erf_far": (1.0392012352176637e-12, -1.0112694659463382e-11, 3.736855112862341e-11,
+                -4.308207888999614e-11, -2.7433555369399623e-10, 2.539116673828008e-09,
+                -1.3950599158930817e-08, 5.7797208076263926e-08, -1.732049303642894e-07,
+                2.0364250823728845e-07, 1.9521938420209764e-06, -2.0706432545981378e-05,
+                0.0001353093347083792, -0.0007323993857530831, 0.0035707563461602246,
+                -0.016465118136862626, 0.07624915817619493, -0.4181608059944175,
+                -1.3649412646166375),
+}
+_F32 = {  # same functions, intervals and weights; values are exact float32
+    "log2e": 1.4426950216293335,
+    "ln2": (0.693145751953125, 1.428606765330187e-06),  # hi has 16 bits
+    "pio2": (1.5707963705062866, -4.371138828673793e-08, -1.7151245100058819e-15),
+    "twoopi": 0.6366197466850281,
+    "exp_range": (-104.0, 89.0),
+    "expm1_min": -20.0,
+    "kcap": 30.0,
+    "tiny": 1.1754943508222875e-38,
+    "tiny_scale": 25.0,
+    "erf_max": 4.0,
+    "expm1": (0.00019857849110849202, 0.0013933833688497543, 0.008333360776305199,
+              0.041666463017463684, 0.1666666716337204, 0.5),
+    "log": (0.23333290219306946, 0.2855072617530823, 0.4000012278556824, 0.6666666865348816),
+    # float32 rounds q = rint(x 2/pi) coarsely: |r| reaches 1.1 pi/4 for |x| near 1e6
+    "trig_range": 1.1 * np.pi / 4,
+    "sin": (2.7185046747035813e-06, -0.00019839532615151256, 0.008333330973982811,
+            -0.1666666716337204),
+    "cos": (-2.7247025968790695e-07, 2.480013972672168e-05, -0.0013888886896893382,
+            0.0416666679084301),
+    "erf_near": (7.853833812987432e-05, -0.000801022513769567, 0.005188336595892906,
+                 -0.02685382030904293, 0.1128358542919159, -0.3761262595653534,
+                 0.12837916612625122),
+    "erf_far": (7.845420668672887e-07, 1.6690925122020417e-06, -2.1931387891527265e-05,
+                0.00013502642104867846, -0.0007317190174944699, 0.003571100300177932,
+                -0.01646517775952816, 0.07624910771846771, -0.4181607961654663,
+                -1.3649412393569946),  # on [1, 4]
+}
+
+
+def _typed(T, table):
+    """Cast every constant to T, so a float32 kernel never sees a float64."""
+    return {k: tuple(map(T, v)) if isinstance(v, tuple) else T(v) for k, v in table.items()}
+
+
+# The factories below close over constants of one dtype; Numba freezes closure values, so the
+# same source yields the float64 and the float32 function. Literals like 1.0 would be float64:
+# every constant comes from the table or from T.
+
+
+def _make_exp(T, c):
+    one, log2e, (ln2hi, ln2lo) = T(1), c["log2e"], c["ln2"]
+    (lo, hi), m1min, kcap, poly = c["exp_range"], c["expm1_min"], c["kcap"], c["expm1"]
+
+    @_jit
+    def reduce(x):  # (r, k, r_lo) with x = k ln2 + r + r_lo, |r| <= ln2/2
+        k = rint(x * log2e)
+        r1 = fma(-k, ln2hi, x)  # exact: ln2hi has 32 bits and r1 is small
+        r = fma(-k, ln2lo, r1)
+        return r, k, fma(-k, ln2lo, r1 - r)
+
+    @_jit
+    def expm1_r(r, t):  # (exp(r) - 1) + t, adding t to r before the small terms
+        return fma(r * r, _horner(r, poly), r + t)
+
+    @_jit
+    def exp(x):
+        r, k, r_lo = reduce(max(min(x, hi), lo))  # min/max keep a nan first argument
+        p = one + r  # exp(r) = p + tail, summing the tail before the one rounding of p + tail
+        tail = ((one - p) + r) + fma(r * r, _horner(r, poly), r_lo)
+        return _ldexp(p + tail, k)
+
+    @_jit
+    def expm1(x):
+        r, k, _ = reduce(max(min(x, hi), m1min))
+        # 2**k (expm1(r) + 1 - 2**-k): exact for k = 0, and 2**k never overflows alone
+        t = one - _pow2(-min(k, kcap))
+        return copysign(_ldexp(expm1_r(r, t), k), x)  # expm1 has the sign of x, even -0.0
+
+    return exp, expm1, reduce, expm1_r
+
+
+def _make_tanh_sigmoid(T, c, reduce, expm1_r):
+    zero, one, two = T(0), T(1), T(2)
+    (lo, _), m1min, kcap = c["exp_range"], c["expm1_min"], c["kcap"]
+
+    @_jit
+    def ratio(n, en, d, ed):  # (n + en) / (d + ed) for rounding errors en, ed: ~0.5 ulp
+        rd = _div(one, d)
+        q = n * rd
+        return fma(fma(-q, d, n) + en - q * ed, rd, q)  # one Newton step absorbs en, ed
+
+    @_jit
+    def exp_parts(x):  # exp(x) = 2**k (w + ew): w = 1 + expm1(r) rounded, ew its error
+        r, k, _ = reduce(x)
+        u = expm1_r(r, zero)
+        w = one + u
+        return k, w, (one - w) + u
+
+    # tanh and sigmoid: exp(-|x|) = 2**-m (w + ew) turns both into ratios of p = 2**m and w,
+    # which never overflow. The sums p +- w round; Fast2Sum (p >= w) recovers their errors
+    # and `ratio` folds them back, leaving about one rounding in all.
+
+    @_jit
+    def tanh(x):  # tanh|x| = (p - w) / (p + w)
+        a = -two * abs(x)
+        k, w, ew = exp_parts(max(a, m1min))
+        p = _pow2(-k)
+        n, d = p - w, p + w
+        return copysign(ratio(n, ((p - n) - w) - ew, d, ((p - d) + w) + ew), x)
+
+    @_jit
+    def sigmoid(x):  # p / (p + w) for x >= 0, w / (p + w) below; just exp(x) past m = kcap
+        a = -abs(x)
+        k, w, ew = exp_parts(max(a, lo))
+        p = _pow2(min(-k, kcap))
+        d, pos = p + w, x >= zero
+        s = ratio(p if pos else w, zero if pos else ew, d, ((p - d) + w) + ew)
+        return _ldexp(w, k) if (k < -kcap) & (x < zero) else s
+
+    return tanh, sigmoid
+
+
+def _make_log(T, c):
+    zero, half, one, two, inf, nan = T(0), T(0.5), T(1), T(2), T(np.inf), T(np.nan)
+    (ln2hi, ln2lo), poly = c["ln2"], c["log"]
+    tiny, up, up_k = c["tiny"], T(2.0 ** c["tiny_scale"]), c["tiny_scale"]
+
+    @_jit
+    def kernel(u, k0, corr):  # log(u * 2**k0) + corr for positive normal u
+        m, k = _frexp(u)
+        k = k + k0
+        f = m - one
+        hfsq = half * f * f
+        s = _div(f, two + f)  # log(m) = log((1+s)/(1-s)) = 2s + s R(s**2), |s| < 0.172
+        z = s * s
+        r = z * _horner(z, poly)
+        return s * (hfsq + r) + (k * ln2lo + corr) - hfsq + f + k * ln2hi
+
+    @_jit
+    def log(x):
+        sub = x < tiny  # subnormal: scale into the normal range first
+        r = kernel(x * up if sub else x, -up_k if sub else zero, zero)
+        r = r if x < inf else x  # inf and nan
+        r = nan if x < zero else r
+        return -inf if x == zero else r
+
+    @_jit
+    def log1p(x):
+        u = one + x
+        # rounding error of 1 + x (exact), as a first-order correction to log(u)
+        corr = _div(one - (u - x) if u >= two else x - (u - one), u)
+        r = copysign(kernel(u, zero, corr), x)  # log1p has the sign of x, even for -0.0
+        r = r if x < inf else x
+        r = nan if x < -one else r
+        return -inf if x == -one else r
+
+    return log, log1p
+
+
+def _make_erf(T, c, exp):
+    one, two, xmax, near, far = T(1), T(2), c["erf_max"], c["erf_near"], c["erf_far"]
+
+    @_jit
+    def erf(x):
+        a = min(abs(x), xmax)
+        small = fma(a, _horner(a * a, near), a)  # x + x Q(x**2): exact for tiny x
+        # 1 - erfc(x) = 1 - exp(-x**2 + L(x)); fma keeps x**2 exact inside the exponent
+        large = one - exp(fma(-a, a, _horner(a - two, far)))
+        return copysign(small if a < one else large, x)
+
+    return erf
+
+
+def _make_trig(T, c):
+    zero, half, one, rmax = T(0), T(0.5), T(1), c["trig_range"]
+    (p1, p2, p3), twoopi, spoly, cpoly = c["pio2"], c["twoopi"], c["sin"], c["cos"]
+
+    @_jit
+    def sin_shifted(a, shift):  # sin(a + shift pi/2) for a >= 0 (shift is 0 or 1)
+        q = rint(a * twoopi)
+        # a - q pi/2 with pi/2 = p1 + p2 + p3: the first fma is exact, the rest round at |r|
+        r = fma(-q, p3, fma(-q, p2, fma(-q, p1, a)))
+        r = max(min(r, rmax), -rmax)  # only past the accurate range: keeps |result| <= 1
+        z = r * r
+        s = fma(r * z, _horner(z, spoly), r)
+        hz = half * z
+        w = one - hz  # cos r = w + ((1 - w) - hz) + ...: (1 - w) - hz is w's rounding error
+        co = w + (((one - w) - hz) + z * z * _horner(z, cpoly))
+        n = (q + shift) * half
+        v = co if n != floor(n) else s  # odd quadrant: cosine
+        return -v if n * half - floor(n * half) >= half else v  # quadrants 2 and 3: negate
+
+    @_jit
+    def sin(x):
+        return copysign(one, x) * sin_shifted(abs(x), zero)
+
+    @_jit
+    def cos(x):
+        return sin_shifted(abs(x), one)
+
+    return sin, cos
+
+
+def _build(T, table):
+    c = _typed(T, table)
+    exp, expm1, reduce, expm1_r = _make_exp(T, c)
+    tanh, sigmoid = _make_tanh_sigmoid(T, c, reduce, expm1_r)
+    log, log1p = _make_log(T, c)
+    sin, cos = _make_trig(T, c)
+    erf = _make_erf(T, c, exp)
+    return {"exp": exp, "expm1": expm1, "log": log, "log1p": log1p, "tanh": tanh,
+            "logistic": sigmoid, "erf": erf, "sin": sin, "cos": cos}
+
+
+_f64, _f32 = _build(np.float64, _F64), _build(np.float32, _F32)
+FUNCS = {(name, dt): f for dt, fs in (("f64", _f64), ("f32", _f32)) for name, f in fs.items()}
+
+exp64, expm1_64, log64, log1p64, tanh64, sigmoid64, erf64, sin64, cos64 = _f64.values()
+exp32, expm1_32, log32, log1p32, tanh32, sigmoid32, erf32, sin32, cos32 = _f32.values()
