@@ -1,0 +1,39 @@
+"""Every example script runs and prints what it promises."""
+
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run(*args, timeout=240):
+    proc = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+def test_micrograd_neuron_prints_the_seed_numbers():
+    out = run("examples/micrograd_neuron.py")
+    for expected in (
+        "L = 10.5; a.grad 4.5, b.grad 3.0, c.grad 1.5, d.grad 7.0",
+        "z=1.2, loss=0.02; dw1=0.2, dw2=0.4, db=0.2, dx1=0.1, dx2=0.06",
+        "y = 0.1974; dy/dw1 = 1.4416, dy/dw2 = -1.9221, dy/db = 0.9610, dy/dx1 = 0.5766",
+        "df/da = 7.0", "df/da = 8.0",
+        "= -0.269121; dL/da -1.263999, dL/db 1.742557, dL/dc 1.060796",
+        "f' = 0.786448, f'' = -0.726862, f''' = -0.565209",
+        "[[-4.0, 3.0], [3.0, 0.0]]",
+        "[-4.0, 3.0]",
+    ):
+        assert expected in out
+
+
+def test_train_mlp_reaches_its_accuracy_and_writes_the_ir(tmp_path):
+    out = run("examples/train_mlp.py", "--out", str(tmp_path))
+    assert "reached the target" in out
+    assert "eager engine" in out and "time per step" in out
+    text = (tmp_path / "grad_ir.txt").read_text()
+    assert "func @" in text and "vjp[" in text
+    assert (tmp_path / "grad_ir.dot").read_text().startswith("digraph")
+    assert (tmp_path / "grad_ir.svg").exists()
