@@ -1,7 +1,7 @@
 """fusegrad: trace NumPy code into an SSA IR, differentiate it with one formula table, fuse
 and JIT-compile it with Numba; or run it eagerly on a define-by-run tape."""
 
-from . import ir
+from . import ir, nn, numpy
 from .api import jit, make_ir
 from .runtime.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .runtime.gradcheck import gradcheck

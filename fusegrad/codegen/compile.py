@@ -1,0 +1,229 @@
+"""From optimized IR to a callable: fuse, plan memory, emit a module, compile it, cache it.
+
+The module text is the cache key. It is written to a real file, `fg_<sha256>.py` in the cache
+directory (FUSEGRAD_CACHE_DIR, else $XDG_CACHE_HOME/fusegrad or ~/.cache/fusegrad), and its
+entry is `njit(cache=True)`, so Numba keeps the machine code next to it and a new process that
+meets the same text loads instead of compiling. The hash covers the text and everything else
+that shapes the machine code: the versions of fusegrad, Numba, NumPy and Python and the source
+of the helper modules the text imports. Values that change without changing the code (sizes,
+size-derived constants, constant arrays) are arguments, so they never go stale.
+
+Robustness: the file is written to a temporary name and renamed, with a fixed mtime, so racing
+processes write identical files and Numba's staleness stamp (mtime, size) agrees across them;
+Numba writes its own cache files the same way. A file with the wrong text is rewritten, and a
+cache entry Numba cannot read is deleted and compiled again. Compiled modules are also kept in
+memory by key, so identical functions (or a new batch size) share one compilation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import sys
+import tempfile
+import threading
+import time
+import types
+from pathlib import Path
+
+import numba
+import numpy as np
+
+from ..passes.fusion import fuse
+from ..passes.memory import plan_memory
+from ..runtime.interpreter import apply
+from ..runtime.signature import log_compile
+from .emit import ModuleSource
+
+FIXED_MTIME = 1_000_000_000          # every writer gives the module file the same stamp
+_LOCK = threading.RLock()
+_MODULES: dict[str, types.ModuleType] = {}
+_HERE = Path(__file__).resolve().parent
+
+
+def njit_options(kind: str, reduction: bool = False, parallel: bool = False) -> dict:
+    """The one place that decides Numba's options for generated functions.
+
+    error_model='numpy' everywhere: the Python model adds zero-division checks that stop
+    vectorization. fastmath stays off except 'reassoc' in kernels with a reduction, which lets
+    LLVM vectorize the accumulation (and nothing else: no nnan, no ninf, no contraction).
+    Entries carry cache=True; the kernels they call are compiled into them.
+    """
+    opts: dict = {"error_model": "numpy", "nogil": True,
+                  "fastmath": {"reassoc"} if reduction else False}
+    if kind == "entry":
+        opts["cache"] = True
+    if parallel:
+        opts["parallel"] = True
+    return opts
+
+
+def parallel_default() -> bool:
+    return os.environ.get("FUSEGRAD_PARALLEL", "") not in ("", "0")
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("FUSEGRAD_CACHE_DIR")
+    if root:
+        return Path(root)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "fusegrad"
+
+
+def versions() -> str:
+    """Everything besides the text that decides the compiled code, as one header line."""
+    import fusegrad
+    helpers = [(_HERE / name) for name in ("support.py", "mathlib.py")]
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in helpers if p.exists()))
+    return (f"fusegrad {fusegrad.__version__}, numba {numba.__version__}, numpy {np.__version__},"
+            f" python {sys.version.split()[0]}, helpers {digest.hexdigest()[:16]}")
+
+
+class Executable:
+    """The numba backend's compiled function: `exe(leaves) -> list of arrays`."""
+
+    def __init__(self, ir, source, kernels, clusters, run, path, fusion):
+        self.ir, self.source, self.kernels, self.clusters = ir, source, kernels, clusters
+        self.run, self.path, self.fusion = run, path, fusion
+
+    def __call__(self, leaves) -> list:
+        return self.run(leaves)
+
+
+def compile_numba(fn, parallel: bool | None = None, optimized: bool = False) -> Executable:
+    """Optimize fn (unless `optimized`), fuse it and compile the result with Numba."""
+    from ..passes.pipeline import optimize
+    ir = fn if optimized else optimize(fn)
+    fusion = fuse(ir)
+    parallel = parallel_default() if parallel is None else parallel
+    ms = ModuleSource(fusion, plan_memory(fusion), njit_options, parallel)
+    body = ms.build()
+    header = f"# fusegrad: generated from @{ir.name}; {versions()}\n"
+    text = header + body
+    key = hashlib.sha256(text.encode()).hexdigest()
+    if os.environ.get("FUSEGRAD_DEBUG", "") >= "3":
+        print(f"// ---- generated source for @{ir.name} ----\n{text}")
+    module, path = load_module(text, key, ir.name, ms.kernel_count, _signatures(ms))
+    env = (ms.syms.D, ms.syms.C, *[_const(fusion, c) for c in ms.consts],
+           *[_host(op) for op in ms.hosts])
+    return Executable(ir, text, ms.kernel_count, fusion.clusters, module.make_run(env), path,
+                      fusion)
+
+
+def _const(fusion, v) -> np.ndarray:
+    return np.ascontiguousarray(fusion.producer[v].params["value"], dtype=v.type.np_dtype)
+
+
+def _host(op):
+    """A step run by the interpreter's implementation, between compiled segments."""
+    prim, params = op.prim, op.params
+    in_dtypes = [v.type.np_dtype for v in op.inputs]
+    out_dtype = op.out.type.np_dtype
+
+    def host(*args):
+        out = apply(prim, [np.asarray(a, dt) for a, dt in zip(args, in_dtypes)], params)
+        out = np.ascontiguousarray(out, dtype=out_dtype)
+        return out[()] if out.ndim == 0 else out
+    host.__name__ = f"host_{prim}"
+    return host
+
+
+# -- loading ---------------------------------------------------------------------------------
+
+def _signatures(ms: ModuleSource) -> dict:
+    """Numba signatures of the entry of a single-segment module, for compiling it at once."""
+    if ms.hosts:
+        return {}
+    values, uses_d, uses_c = ms.segment_args["entry"]
+    sig = [_numba_type(v) for v in values]
+    sig += [numba.types.Array(numba.int64, 1, "C")] * uses_d
+    sig += [numba.types.Array(numba.float64, 1, "C")] * uses_c
+    return {"entry": tuple(sig)}
+
+
+def _numba_type(v):
+    if v.shape == ():
+        return {"f32": numba.float64, "f64": numba.float64, "i64": numba.int64,
+                "bool": numba.boolean}[v.dtype]
+    return numba.types.Array(numba.from_dtype(v.type.np_dtype), v.type.ndim, "C")
+
+
+def load_module(text: str, key: str, name: str, kernels: int, signatures: dict):
+    """Import the module with this text (from memory, disk, or freshly compiled)."""
+    with _LOCK:
+        module = _MODULES.get(key)
+        if module is not None:
+            return module, module.__file__
+        start = time.perf_counter()
+        path = _write(text, key)
+        try:
+            module, hits = _import_and_compile(text, path, key, signatures)
+        except Exception:  # noqa: BLE001 - an unreadable cache entry: rebuild it once
+            _purge_numba_cache(path)
+            module, hits = _import_and_compile(text, path, key, signatures)
+        elapsed = time.perf_counter() - start
+        if signatures and hits:
+            log_compile(f"load {name} from disk cache ({elapsed:.3f} s)")
+        else:
+            log_compile(f"compile {name}: {kernels} kernels, {elapsed:.3f} s (cache miss)")
+        _MODULES[key] = module
+        return module, str(path)
+
+
+def _import_and_compile(text, path, key, signatures):
+    modname = f"fg_{key[:32]}"
+    module = types.ModuleType(modname)
+    module.__file__ = str(path)
+    sys.modules[modname] = module
+    exec(compile(text, str(path), "exec"), module.__dict__)  # noqa: S102 - our own module
+    hits = True
+    with _deep_recursion():
+        for fname, sig in signatures.items():
+            dispatcher = getattr(module, fname)
+            dispatcher.compile(sig)
+            hits = hits and sum(dispatcher.stats.cache_hits.values()) > 0
+    return module, hits
+
+
+@contextlib.contextmanager
+def _deep_recursion(limit: int = 100_000):
+    """Numba's SSA pass recurses once per basic block, and inlined math makes many blocks."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, limit))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
+
+
+def _write(text: str, key: str) -> Path:
+    """The module file for key, (re)written atomically unless it already holds text."""
+    for folder in (cache_dir(), Path(tempfile.gettempdir()) / f"fusegrad-{os.getuid()}"):
+        path = folder / f"fg_{key[:32]}.py"
+        try:
+            if path.is_file() and path.read_text() == text:
+                return path
+        except (OSError, UnicodeDecodeError):
+            pass
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            tmp = folder / f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp"
+            tmp.write_text(text)
+            os.utime(tmp, (FIXED_MTIME, FIXED_MTIME))
+            os.replace(tmp, path)
+            return path
+        except OSError:
+            continue
+    raise OSError(f"fusegrad: cannot write the generated module to {cache_dir()} or "
+                  f"{tempfile.gettempdir()}; set FUSEGRAD_CACHE_DIR to a writable folder")
+
+
+def _purge_numba_cache(path: Path):
+    """Delete Numba's cache files for one module (after they failed to load)."""
+    folder = path.parent / "__pycache__"
+    for f in folder.glob(path.stem + ".*"):
+        try:
+            f.unlink()
+        except OSError:
+            pass

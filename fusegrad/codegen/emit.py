@@ -1,0 +1,400 @@
+"""The generated module: one function per kernel, an njit entry that allocates buffers and runs
+kernels, views and BLAS calls in order, and `make_run`, the plain-Python runner the Executable
+calls with the argument leaves.
+
+The text depends on ranks, dtypes and the broadcasting pattern, never on sizes: every size is a
+symbol `dN` read from the int64 array D, and `full` constants that equal a size or its
+reciprocal (a mean's 1/N) are symbols `cN` read from the float64 array C. So a new batch size
+re-traces but produces the same text and reuses the compiled code. Constant arrays are passed
+as arguments too, never printed. Host steps (what loops cannot run) split the entry into
+segments that the runner calls in turn around the interpreter's implementation.
+"""
+
+from __future__ import annotations
+
+import keyword
+import math
+import re
+
+import numpy as np
+
+from ..ir.printer import format_literal
+from ..ir.printer import value_names as printed_names
+from ..passes.fusion import CONST, INLINE, PARAM, Kernel, Step, is_view
+from .kernel import KernelSource
+from .templates import MATH_FUNCS, literal, mathlib_funcs
+
+SIZE_PARAMS = ("shape", "start", "stop", "step", "low", "high", "interior")
+RESERVED = {"np", "math", "numba", "prange", "D", "C", "env", "leaves", "run", "make_run", "r",
+            "bmm", "ipow", "entry"}
+GENERATED = re.compile(r"(v|d|c|i|k|seg|host|r)\d+(_\w*)?\Z|.*_(out|best|take)\Z")
+SYMBOL = re.compile(r"\b([dc])(\d+)\b")
+
+
+class Symbols:
+    """Sizes (dN) and size-derived scalar constants (cN): arguments, not text."""
+
+    def __init__(self, fn):
+        sizes = {n for v in _all_values(fn) for n in v.shape if n >= 3}
+        self.sizes = sizes
+        self.reciprocals = {1.0 / n for n in sizes} | {float(np.float32(1) / np.float32(n))
+                                                       for n in sizes}
+        self.dims: dict[int, str] = {}
+        self.floats: dict[float, str] = {}
+
+    def dim(self, n) -> str:
+        n = int(n)
+        if n in (0, 1) or n < 0:
+            return str(n)
+        if n not in self.dims:
+            self.dims[n] = f"d{len(self.dims)}"
+        return self.dims[n]
+
+    def scalar(self, value, dtype: str) -> str:
+        if dtype == "i64" and abs(int(value)) in self.sizes:
+            return self.dim(value) if value > 0 else f"(-{self.dim(-value)})"
+        if dtype in ("f32", "f64"):
+            v = float(value)
+            if not math.isnan(v) and (v in self.reciprocals or (v.is_integer() and abs(v) in self.sizes)):
+                name = self.floats.setdefault(v, f"c{len(self.floats)}")
+                return f"np.float32({name})" if dtype == "f32" else name
+        return literal(value, dtype)
+
+    @property
+    def D(self) -> np.ndarray:
+        return np.array(list(self.dims), np.int64)
+
+    @property
+    def C(self) -> np.ndarray:
+        return np.array(list(self.floats), np.float64)
+
+
+def _all_values(fn):
+    yield from fn.params
+    for op in fn.ops:
+        yield from op.outputs
+
+
+def python_names(fn) -> dict:
+    """`v12` for `%12`; a parameter keeps its name when that is a safe identifier."""
+    out = {}
+    for v, name in printed_names(fn).items():
+        name = name.lstrip("%")
+        if name.isdigit():
+            out[v] = f"v{name}"
+        elif name.isidentifier() and not keyword.iskeyword(name) and name not in RESERVED \
+                and not GENERATED.match(name):
+            out[v] = name
+        else:
+            out[v] = f"p_{re.sub(r'[^0-9A-Za-z_]', '_', name)}"
+    return out
+
+
+class Describer:
+    """The comment on each generated line: the IR equation with symbolic sizes, and op.loc."""
+
+    def __init__(self, fn, syms: Symbols):
+        self.names, self.syms = printed_names(fn), syms
+
+    def type(self, v) -> str:
+        return f"{v.dtype}[{','.join(self.syms.dim(n) for n in v.shape)}]"
+
+    def param(self, op, key, value) -> str:
+        if op.prim == "constant":
+            return "<argument>"
+        if key == "value" and op.prim == "full":
+            return self.syms.scalar(value, op.params["dtype"])
+        if key in SIZE_PARAMS:
+            items = [self.syms.dim(n) for n in value]
+            return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+        return format_literal(value)
+
+    def __call__(self, op) -> str:
+        outs = ", ".join(self.names.get(v, "?") for v in op.outputs)
+        text = f"{outs} = {op.prim}"
+        if op.inputs:
+            text += " " + ", ".join(self.names.get(v, "?") for v in op.inputs)
+        if op.params:
+            text += " {" + ", ".join(f"{k}={self.param(op, k, op.params[k])}"
+                                     for k in sorted(op.params)) + "}"
+        text += " : " + ", ".join(self.type(v) for v in op.outputs)
+        return text + (f"   {op.loc}" if op.loc else "")
+
+
+class ModuleSource:
+    """Builds the module text for a Fusion; also the per-signature values its runner needs."""
+
+    def __init__(self, fusion, memory, options, parallel=False):
+        self.fusion, self.memory, self.options, self.parallel = fusion, memory, options, parallel
+        fn = fusion.fn
+        self.fn = fn
+        self.syms = Symbols(fn)
+        self.names = python_names(fn)
+        self.describe = Describer(fn, self.syms)
+        self.functions: list[str] = []
+        self.kernel_count = 0
+        self.hosts: list = []          # host step ops, in order
+        self.segment_args: dict = {}   # segment name -> (values, uses D, uses C)
+        self.consts = [op.out for op in fn.ops
+                       if op.prim == "constant" and fusion.kind[op.out] == CONST]
+        order = list(fn.params) + self.consts + [op.out for op in fn.ops]
+        self.position = {v: i for i, v in reversed(list(enumerate(order)))}
+
+    # -- kernels -------------------------------------------------------------------------
+
+    def kernel(self, k: Kernel) -> str:
+        """Emit kernel k's function; returns the call line for the entry."""
+        name = f"k{self.kernel_count}"
+        self.kernel_count += 1
+        src = KernelSource(k, self.fusion, self.names, self.syms, self.describe, name,
+                           self.parallel)
+        body = src.build()
+        outputs = [v for v in self.fusion.outputs[k] if v.shape != ()]
+        returns = [v for v in self.fusion.outputs[k] if v.shape == ()]
+        ordered = [op.out for op in k.ops]
+        returns.sort(key=ordered.index)
+        symbols = _symbols(body)
+        args = symbols + [self.names[v] for v in src.inputs] + \
+            [f"{self.names[v]}_out" for v in outputs]
+        opts = self.options("kernel", reduction=src.has_reduction,
+                            parallel=self.parallel and not src.serial)
+        doc = (f'    """kernel {name[1:]}: {len(k.ops)} ops over {_dom(k, self.syms)}, '
+               f'{src.passes} pass{"es" if src.passes > 1 else ""}"""')
+        self.functions.append(f"@numba.njit({_options(opts)})\n"
+                              f"def {name}({', '.join(args)}):\n{doc}\n{body}")
+        call_args = symbols + [self.names[v] for v in src.inputs] + \
+            [self.names[v] for v in outputs]
+        call = f"{name}({', '.join(call_args)})"
+        lhs = ", ".join(self.names[v] for v in returns)
+        return f"{lhs} = {call}" if lhs else call
+
+    def scan(self, op) -> str:
+        """A cumsum as its own small kernel: the scanned axis innermost."""
+        name = f"k{self.kernel_count}"
+        self.kernel_count += 1
+        x, v = op.inputs[0], op.out
+        axis = op.params["axis"] % max(x.type.ndim, 1)
+        rev = op.params.get("reverse", False)
+        others = [a for a, n in enumerate(x.shape) if n != 1 and a != axis]
+        index = ", ".join(f"i{a}" if n != 1 else "0" for a, n in enumerate(x.shape))
+        lines, depth = [], 1
+        for a in others:
+            lines.append("    " * depth + f"for i{a} in range({self.syms.dim(x.shape[a])}):")
+            depth += 1
+        pad = "    " * depth
+        lines.append(pad + f"acc = {literal(0, v.dtype)}  # {self.describe(op)}")
+        n = self.syms.dim(x.shape[axis])
+        rng = f"range({n} - 1, -1, -1)" if rev else f"range({n})"
+        if x.shape[axis] != 1:
+            lines.append(pad + f"for i{axis} in {rng}:")
+            pad += "    "
+        lines.append(pad + f"acc += {self.names[x]}[{index}]")
+        lines.append(pad + f"{self.names[v]}_out[{index}] = acc")
+        body = "\n".join(lines)
+        symbols = _symbols(body)
+        args = symbols + [self.names[x], f"{self.names[v]}_out"]
+        opts = self.options("kernel", reduction=False, parallel=False)
+        self.functions.append(f"@numba.njit({_options(opts)})\ndef {name}({', '.join(args)}):\n"
+                              f'    """cumsum along axis {axis}"""\n{body}')
+        return f"{name}({', '.join(symbols + [self.names[x], self.names[v]])})"
+
+    # -- entry ---------------------------------------------------------------------------
+
+    def alloc(self, v) -> str:
+        reuse = self.memory.get(v)
+        if reuse is not None:
+            return f"{self.names[v]} = {self.names[reuse]}  # reuses the buffer of " \
+                   f"{self.describe.names[reuse]}"
+        return f"{self.names[v]} = np.empty({self.shape(v.shape)}, np.{_np_name(v.dtype)})"
+
+    def shape(self, shape) -> str:
+        items = [self.syms.dim(n) for n in shape]
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+
+    def step(self, s: Step) -> str:
+        op, name = s.op, self.names[s.op.out]
+        ins = [self.names[v] for v in op.inputs]
+        comment = f"  # {self.describe(op)}"
+        if s.kind == "blas":
+            fn = "np.dot" if op.out.type.ndim == 2 else "bmm"
+            return f"{fn}({ins[0]}, {ins[1]}, {name}){comment}"
+        if op.prim == "transpose" and not is_view(op):
+            return f"{name} = {ins[0]}.T{comment}"
+        if s.kind == "view":
+            src = op.inputs[0]
+            base = ins[0] if self.contiguous(src) else f"np.ascontiguousarray({ins[0]})"
+            return f"{name} = {base}.reshape({self.shape(op.out.shape)}){comment}"
+        raise AssertionError(f"codegen: no entry code for step {s!r}")
+
+    def contiguous(self, v) -> bool:
+        kind = self.fusion.kind[v]
+        if kind == PARAM:
+            return False
+        node = self.fusion.buffer_of(v)
+        if isinstance(node, Step) and node.kind in ("view", "host"):
+            return node.kind == "view" and is_view(node.op) and \
+                self.contiguous(node.op.inputs[0])
+        return True
+
+    def build(self) -> str:
+        """The module text (without the header compile.py adds)."""
+        segments = [[]]
+        for node in self.fusion.nodes:
+            if isinstance(node, Step) and node.kind == "host":
+                segments.append(node)
+                segments.append([])
+            else:
+                segments[-1].append(node)
+        runner, seg_id, defined = [], 0, set(self.fn.params) | set(self.consts)
+        needed_later = self.needed_after(segments)
+        for i, seg in enumerate(segments):
+            if isinstance(seg, Step):
+                self.hosts.append(seg.op)
+                ins = ", ".join(self.names[v] for v in seg.op.inputs)
+                runner.append(f"{self.names[seg.op.out]} = host{len(self.hosts) - 1}({ins})"
+                              f"  # {self.describe(seg.op)}")
+                defined.add(seg.op.out)
+                continue
+            if not seg and i > 0 and i < len(segments) - 1:
+                continue
+            outs = [v for v in needed_later[i]]
+            name = "entry" if len(segments) == 1 else f"seg{seg_id}"
+            seg_id += 1
+            call = self.segment(name, seg, defined, outs)
+            lhs = ", ".join(self.names[v] for v in outs)
+            runner.append(f"{lhs}{',' if len(outs) == 1 else ''} = {call}" if outs else call)
+            defined.update(outs)
+        return self.module(runner)
+
+    def needed_after(self, segments) -> list:
+        """Per segment, the values it defines that later segments, hosts or results read."""
+        later: set = set(self.fn.results)
+        out = [None] * len(segments)
+        for i in range(len(segments) - 1, -1, -1):
+            seg = segments[i]
+            nodes = [seg] if isinstance(seg, Step) else seg
+            defined = [v for n in nodes for v in self.fusion.outputs[n]] + \
+                [v for v, m in self.fusion.mat.items() if m in nodes]
+            out[i] = [v for v in _unique(defined) if v in later]
+            for n in nodes:
+                later.update(self.fusion.reads(n))
+        return out
+
+    def segment(self, name, nodes, defined, outs) -> str:
+        body = []
+        for node in nodes:
+            if isinstance(node, Kernel):
+                body += [self.alloc(v) for v in self.fusion.outputs[node] if v.shape != ()]
+                body.append(self.kernel(node))
+            elif node.kind == "scan":
+                body.append(self.alloc(node.op.out))
+                body.append(self.scan(node.op))
+            elif node.kind == "blas":
+                body.append(self.alloc(node.op.out))
+                body.append(self.step(node))
+            else:
+                body.append(self.step(node))
+        used = _symbols("\n".join(body))
+        reads = sorted(_unique(v for n in nodes for v in self.fusion.reads(n) if v in defined),
+                       key=self.position.__getitem__)
+        args = [self.names[v] for v in reads]
+        head = []
+        for v in reads:
+            if v.shape == () and v.dtype == "f32":
+                head.append(f"{self.names[v]} = np.float32({self.names[v]})")
+        for s in used:
+            table = "D" if s[0] == "d" else "C"
+            head.append(f"{s} = {table}[{s[1:]}]")
+        if any(s[0] == "d" for s in used):
+            args.append("D")
+        if any(s[0] == "c" for s in used):
+            args.append("C")
+        self.segment_args[name] = (reads, "D" in args, "C" in args)
+        ret = ", ".join(self.names[v] for v in outs) + ("," if len(outs) == 1 else "")
+        lines = head + body + [f"return {ret}" if outs else "return"]
+        opts = self.options("entry")
+        self.functions.append(f"@numba.njit({_options(opts)})\ndef {name}({', '.join(args)}):\n"
+                              + "\n".join("    " + line for line in lines))
+        return f"{name}({', '.join(args)})"
+
+    def module(self, runner) -> str:
+        fn, names = self.fn, self.names
+        params = [names[p] for p in fn.params]
+        unpack = [f"{', '.join(params)}{',' if len(params) == 1 else ''} = leaves"] \
+            if params else []
+        for p in fn.params:
+            if p.shape == ():
+                conv = {"f32": "float", "f64": "float", "i64": "int", "bool": "bool"}[p.dtype]
+                unpack.append(f"{names[p]} = {conv}({names[p]})")
+        results = []
+        for r in fn.results:
+            text = names[r]
+            if r.shape == ():           # numba returns Python scalars; float32 needs its dtype
+                text = f"np.array({text}, np.float32)" if r.dtype == "f32" else \
+                    f"np.array({text})"
+            elif self.fusion.kind[r] in (PARAM, CONST) or self.aliases_input(r):
+                text = f"{text}.copy()"
+            results.append(text)
+        env = ["D", "C"] + [names[c] for c in self.consts] + \
+            [f"host{i}" for i in range(len(self.hosts))]
+        run = ["def make_run(env):",
+               f"    {', '.join(env)}, = env",
+               "",
+               "    def run(leaves):",
+               *["        " + line for line in unpack + runner],
+               f"        return [{', '.join(results)}]",
+               "",
+               "    return run"]
+        return "\n".join(self.imports() + ["", ""] + ["\n\n\n".join(self.functions)]
+                         + ["", ""] + run) + "\n"
+
+    def aliases_input(self, v) -> bool:
+        node = self.fusion.buffer_of(v)
+        while isinstance(node, Step) and node.kind == "view":
+            v = node.op.inputs[0]
+            if self.fusion.kind[v] in (PARAM, CONST):
+                return True
+            node = self.fusion.buffer_of(v)
+        return False
+
+    def imports(self) -> list:
+        called = set(re.findall(r"\b(\w+)\(", "\n".join(self.functions)))
+        lines = ["import math", "", "import numba", "import numpy as np",
+                 "from numba import prange", ""]
+        funcs = mathlib_funcs() or {}
+        used = [(p, dt) for p in MATH_FUNCS for dt in ("f64", "f32")
+                if (p, dt) in funcs and f"{p}_{dt}" in called]
+        support = [n for n in ("logistic_f64", "logistic_f32", "ipow", "bmm")
+                   if n in called and tuple(n.split("_")) not in funcs]
+        if support:
+            lines.append(f"from fusegrad.codegen.support import {', '.join(support)}")
+        if used:
+            lines.append("from fusegrad.codegen.mathlib import FUNCS as _mathlib")
+            lines += [f'{p}_{dt} = _mathlib[("{p}", "{dt}")]' for p, dt in used]
+        return lines
+
+
+def _dom(k: Kernel, syms) -> str:
+    return f"[{', '.join(syms.dim(n) for n in k.domain)}]"
+
+
+def _np_name(dtype: str) -> str:
+    return {"f32": "float32", "f64": "float64", "i64": "int64", "bool": "bool_"}[dtype]
+
+
+def _symbols(text: str) -> list[str]:
+    """The dN and cN symbols a piece of code uses (comments excluded), in numeric order."""
+    code = "\n".join(line.split("  # ")[0] for line in text.splitlines())
+    found = {(m.group(1), int(m.group(2))) for m in SYMBOL.finditer(code)}
+    return [f"{kind}{n}" for kind, n in sorted(found)]
+
+
+def _options(opts: dict) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in opts.items())
+
+
+def _unique(items) -> list:
+    return list(dict.fromkeys(items))
+
+
+__all__ = ["INLINE", "ModuleSource", "Symbols", "python_names"]

@@ -1,0 +1,354 @@
+"""The source of one loop kernel: its loop nest written out, one line per IR value.
+
+Emission is demand-driven, as in XLA's loop fusion: to store a value at an index, emit its op
+at that index, which asks for its operands at the indices the op maps them to (a broadcast drops
+axes, a transpose permutes them, a slice offsets them), down to loads and literals. Each (value,
+index) pair becomes one line `v12 = <template>` placed at the shallowest loop depth whose loop
+variables it uses, so per-row work is hoisted out of inner loops.
+
+A kernel runs `passes` over its inner loops. With `split` outer loops shared (the rows), pass p
+may use the results of reductions finished in pass p-1: a softmax is three passes over each row
+(max, sum of exp, store). Lines deeper than the split belong to one pass and are recomputed in a
+later pass that needs them again; lines at or above it are computed once per row. Reductions
+accumulate in scalars when their kept loops are outer loops, else into the output array.
+"""
+
+from __future__ import annotations
+
+from ..ir.primitives import ELEMENTWISE
+from ..passes.fusion import INLINE, Kernel
+from .index_maps import INDEX_RULES, ZERO, Expr
+from .templates import literal, reduction_init, reduction_update, render, render_convert
+
+
+class _Phase:
+    def __init__(self):
+        self.pre, self.post = [], []
+        self.inner_pre: dict[int, list] = {}
+        self.inner_post: dict[int, list] = {}
+
+
+class KernelSource:
+    """Builds the function text of one kernel; `args`, `outputs` and `returns` describe its
+    signature for the entry function."""
+
+    def __init__(self, kernel: Kernel, fusion, names, syms, describe, name: str,
+                 parallel=False):
+        self.k, self.fusion, self.names, self.syms = kernel, fusion, names, syms
+        self.describe, self.name, self.parallel = describe, name, parallel
+        self.loops = kernel.loops
+        self.depth_of = {a: i + 1 for i, a in enumerate(self.loops)}
+        self.split = kernel.split or 0
+        self.members = {op.out: op for op in kernel.ops}
+        self.outputs = set(fusion.outputs[kernel])
+        self.identity = tuple(self.loop_var(a) if n != 1 else ZERO
+                              for a, n in enumerate(kernel.domain))
+        self.memo: dict = {}
+        self.value_names: dict = {}
+        self.copies: dict = {}
+        self.inputs: dict = {}
+        self.prologue, self.returns = [], []
+        self.pre = [[] for _ in range(self.split)]
+        self.post = [[] for _ in range(self.split)]
+        self.phases: list[_Phase] = []
+        self.cur = 0
+        self.has_reduction = False
+        self.serial = False          # an accumulator spans the outer loop: no prange
+
+    # -- placement -----------------------------------------------------------------------
+
+    def loop_var(self, axis: int) -> Expr:
+        return Expr(f"i{axis}", self.depth_of[axis])
+
+    def phase(self, p: int) -> _Phase:
+        while len(self.phases) <= p:
+            self.phases.append(_Phase())
+        return self.phases[p]
+
+    def put(self, line: str, depth: int, phase: int, where: str = "pre"):
+        if depth < self.split:
+            (self.pre if where == "pre" else self.post)[depth].append(line)
+        elif depth == self.split:
+            ph = self.phase(phase)
+            (ph.pre if where == "pre" else ph.post).append(line)
+        else:
+            ph = self.phase(phase)
+            table = ph.inner_pre if where == "pre" else ph.inner_post
+            table.setdefault(depth, []).append(line)
+
+    def line(self, code: str, comment: str | None = None) -> str:
+        return f"{code}  # {comment}" if comment else code
+
+    # -- passes --------------------------------------------------------------------------
+
+    def plan_passes(self):
+        """pass_of[op]: the pass computing a full/reduce/scatter member; avail[v]: the first
+        pass (or row region) where a member's value exists."""
+        self.pass_of, self.avail = {}, {}
+        role = self.fusion.role
+        for op in self.k.ops:
+            first = max((self.avail[v] for v in op.inputs if v in self.avail), default=0)
+            r = role[op]
+            if r in ("full", "reduce", "scatter"):
+                self.pass_of[op] = first
+            self.avail[op.out] = first + 1 if r == "reduce" else first
+        self.passes = max(self.pass_of.values(), default=0) + 1
+
+    # -- emission ------------------------------------------------------------------------
+
+    def build(self) -> str:
+        self.plan_passes()
+        role = self.fusion.role
+        for p in range(self.passes):
+            self.cur = p
+            self.phase(p)
+            roots = [op for op in self.k.ops if self.pass_of.get(op) == p and (
+                role[op] in ("reduce", "scatter") or op.out in self.outputs)]
+            self.prepare(roots)
+            for op in roots:
+                if role[op] == "reduce":
+                    self.emit_reduce(op)
+                elif role[op] == "scatter":
+                    self.emit_scatter(op)
+                else:
+                    self.store(op.out, self.identity, p)
+        self.cur = self.passes
+        roots = [op for op in self.k.ops if role[op] == "row_reduce" or
+                 (role[op] == "row" and op.out in self.outputs)]
+        self.prepare(roots)
+        for op in roots:
+            if role[op] == "row_reduce":
+                self.emit_row_reduce(op)
+        for op in roots:
+            if role[op] == "row":
+                self.store(op.out, self.row_index(op.out.shape), None)
+        return self.render()
+
+    def prepare(self, roots):
+        """Emit the members the roots need in definition order, so that the demand-driven
+        emit() finds its operands ready and never recurses deeper than an index map chain."""
+        role, needed, stack = self.fusion.role, set(), list(roots)
+        while stack:
+            op = stack.pop()
+            for v in op.inputs:
+                producer = self.members.get(v)
+                if producer is not None and producer not in needed and \
+                        role[producer] in ("full", "row"):
+                    needed.add(producer)
+                    stack.append(producer)
+        for op in self.k.ops:
+            if op in needed:
+                canonical = self.identity if role[op] == "full" else self.row_index(op.out.shape)
+                self.emit(op.out, canonical)
+
+    def store(self, v, index, phase):
+        e = self.emit(v, index)
+        if v.shape == ():
+            self.returns.append(e.text)
+            return
+        depth = max([e.depth] + [i.depth for i in index])
+        self.put(f"{self.buffer(v)}[{_join(index)}] = {e.text}", depth,
+                 e.avail if phase is None else phase)
+
+    def buffer(self, v) -> str:
+        return f"{self.names[v]}_out"
+
+    def row_index(self, shape) -> tuple:
+        outer = iter(self.loops[:self.split])
+        return tuple(ZERO if n == 1 else self.loop_var(next(outer)) for n in shape)
+
+    def emit(self, v, index) -> Expr:
+        key = (v, _join(index))
+        e = self.memo.get(key)
+        if e is not None and (e.pass_ is None or e.pass_ == self.cur):
+            return e
+        op = self.members.get(v)
+        if op is not None and self.fusion.role[op] == "reduce":
+            raise AssertionError(f"codegen: {self.names[v]} read at [{key[1]}] before its "
+                                 f"reduction in {self.name} finished")
+        if op is not None or self.fusion.kind[v] == INLINE:
+            op = op or self.fusion.producer[v]
+            e = self.compute(op, index)
+        else:
+            e = self.load(v, index)
+        self.memo[key] = e
+        return e
+
+    def load(self, v, index) -> Expr:
+        name = self.names[v]
+        self.inputs.setdefault(v, None)
+        if v.shape == ():
+            return Expr(name)
+        return Expr(f"{name}[{_join(index)}]", max(i.depth for i in index))
+
+    def compute(self, op, index) -> Expr:
+        if op.prim not in ELEMENTWISE:
+            return INDEX_RULES[op.prim](self, op, index)
+        ins = [self.emit(u, index) for u in op.inputs]
+        texts = [e.text for e in ins]
+        if op.prim == "convert":
+            text = render_convert(op.inputs[0].dtype, op.out.dtype, texts[0])
+        else:
+            text = render(op.prim, op.inputs[1 if op.prim == "select" else 0].dtype, texts)
+        return self.statement(op, index, text, ins)
+
+    def statement(self, op, index, text, ins) -> Expr:
+        v = op.out
+        key = (v, _join(index))
+        name = self.value_names.get(key)
+        if name is None:
+            count = self.copies[v] = self.copies.get(v, -1) + 1
+            name = self.names[v] + (f"_{count}" if count else "")
+            self.value_names[key] = name
+        depth = max((e.depth for e in ins), default=0)
+        avail = max((e.avail for e in ins), default=0)
+        deep = depth > self.split
+        self.put(self.line(f"{name} = {text}", self.describe(op)), depth,
+                 self.cur if deep else avail)
+        return Expr(name, depth, avail, self.cur if deep else None)
+
+    # -- reductions and scatters ---------------------------------------------------------
+
+    def emit_reduce(self, op):
+        x = op.inputs[0]
+        e = self.emit(x, self.identity)
+        axes = _axes(op)
+        kept = [a for a in self.loops if a not in axes]
+        kept_index = tuple(ix for a, ix in enumerate(self.identity) if a not in axes)
+        pos = self.identity[op.params["axis"] % x.type.ndim].text if "axis" in op.params else ""
+        self.reduce(op, e, kept, kept_index, pos, len(self.loops), self.cur)
+
+    def emit_row_reduce(self, op):
+        """A reduction over the rows of a per-row value: updated once per row."""
+        x = op.inputs[0]
+        index = self.row_index(x.shape)
+        e = self.emit(x, index)
+        axes = _axes(op)
+        outer = iter(self.loops[:self.split])
+        loop_of = {a: next(outer) for a, n in enumerate(x.shape) if n != 1}
+        kept = [loop for a, loop in loop_of.items() if a not in axes]
+        kept_index = tuple(ix for a, ix in enumerate(index) if a not in axes)
+        pos = index[op.params["axis"] % x.type.ndim].text if "axis" in op.params else ""
+        self.reduce(op, e, kept, kept_index, pos, self.split, e.avail)
+
+    def reduce(self, op, e, kept, kept_index, pos, last, phase):
+        """Fold e into an accumulator updated at depth `last`: a scalar living at the depth of
+        the kept loops when they are the outer ones, else the output array itself."""
+        self.has_reduction = True
+        if list(self.loops[:len(kept)]) == kept:
+            self.scalar_reduce(op, e, len(kept), kept_index, pos, last, phase)
+        else:
+            self.serial = True
+            self.array_reduce(op, e, kept_index, pos, last, phase)
+
+    def scalar_reduce(self, op, e, depth, kept_index, pos, last, p):
+        v, prim, dtype = op.out, op.prim, op.inputs[0].dtype
+        acc = self.names[v]
+        if depth == 0 and self.loops:
+            self.serial = True
+        comment = self.describe(op)
+        if prim in ("argmax", "argmin"):
+            best, take = f"{acc}_best", f"{acc}_take"
+            cmp = ">" if prim == "argmax" else "<"
+            self.put(f"{best} = {reduction_init(prim, dtype)}", depth, p)
+            self.put(f"{acc} = 0", depth, p)
+            self.put(self.line(f"{take} = {e.text} {cmp} {best} or ({e.text} != {e.text} and "
+                               f"{best} == {best})", comment), last, p)
+            self.put(f"{best} = {e.text} if {take} else {best}", last, p)
+            self.put(f"{acc} = {pos} if {take} else {acc}", last, p)
+        else:
+            self.put(f"{acc} = {reduction_init(prim, dtype)}", depth, p)
+            self.put(self.line(reduction_update(prim, acc, e.text), comment), last, p)
+        if v.shape == ():
+            if v in self.outputs:
+                self.returns.append(acc)
+        elif v in self.outputs:
+            self.put(f"{self.buffer(v)}[{_join(kept_index)}] = {acc}", depth, p, "post")
+        self.memo[(v, _join(kept_index))] = Expr(acc, depth, p + 1)
+
+    def array_reduce(self, op, e, kept_index, pos, last, p):
+        v, prim, dtype = op.out, op.prim, op.inputs[0].dtype
+        buf = self.buffer(v)
+        target = f"{buf}[{_join(kept_index)}]"
+        comment = self.describe(op)
+        if prim in ("argmax", "argmin"):
+            best = f"{self.names[v]}_best"
+            shape = ", ".join(self.syms.dim(n) for n in v.shape)
+            np_dtype = f"np.{op.inputs[0].type.np_dtype.name}"
+            self.prologue.append(f"{best} = np.full(({shape},), "
+                                 f"{reduction_init(prim, dtype)}, {np_dtype})")
+            self.prologue.append(f"{buf}.fill(0)")
+            cmp = ">" if prim == "argmax" else "<"
+            best_at = f"{best}[{_join(kept_index)}]"
+            take = f"{self.names[v]}_take"
+            self.put(self.line(f"{take} = {e.text} {cmp} {best_at} or ({e.text} != {e.text} "
+                               f"and {best_at} == {best_at})", comment), last, p)
+            self.put(f"{best_at} = {e.text} if {take} else {best_at}", last, p)
+            self.put(f"{target} = {pos} if {take} else {target}", last, p)
+        else:
+            self.prologue.append(f"{buf}.fill({reduction_init(prim, dtype)})")
+            self.put(self.line(reduction_update(prim, target, e.text), comment), last, p)
+
+    def emit_scatter(self, op):
+        self.has_reduction = True
+        self.serial = True
+        idx, g = op.inputs
+        axis = op.params["axis"]
+        e = self.emit(g, self.identity)
+        I = self.identity
+        if op.prim == "scatter_add_along_axis":
+            j = self.emit(idx, I)
+            target = I[:axis] + (j,) + I[axis + 1:]
+        else:
+            j = self.emit(idx, I[axis:axis + idx.type.ndim])
+            target = I[:axis] + (j,) + I[axis + idx.type.ndim:]
+        buf = self.buffer(op.out)
+        self.prologue.append(f"{buf}.fill({literal(0, op.out.dtype)})")
+        self.put(self.line(f"{buf}[{_join(target)}] += {e.text}", self.describe(op)),
+                 len(self.loops), self.cur)
+
+    # -- rendering -----------------------------------------------------------------------
+
+    def render(self) -> str:
+        body = self.prologue + self.outer(0)
+        if self.returns:
+            body.append(f"return {', '.join(self.returns)}")
+        return "\n".join(_indent(body))
+
+    def loop(self, axis, body, outermost=False) -> list:
+        if not body:
+            return []
+        rng = "prange" if outermost and self.parallel and not self.serial else "range"
+        return [f"for i{axis} in {rng}({self.syms.dim(self.k.domain[axis])}):",
+                *_indent(body)]
+
+    def outer(self, t) -> list:
+        if t < self.split:
+            return self.pre[t] + self.loop(self.loops[t], self.outer(t + 1), t == 0) \
+                + self.post[t]
+        lines = []
+        for ph in self.phases:
+            lines += ph.pre
+            if t < len(self.loops):
+                lines += self.loop(self.loops[t], self.inner(ph, t + 1), t == 0)
+            lines += ph.post
+        return lines
+
+    def inner(self, ph, t) -> list:
+        lines = list(ph.inner_pre.get(t, []))
+        if t < len(self.loops):
+            lines += self.loop(self.loops[t], self.inner(ph, t + 1))
+        return lines + ph.inner_post.get(t, [])
+
+
+def _axes(op) -> set:
+    x = op.inputs[0]
+    return set(op.params["axes"]) if "axes" in op.params else {op.params["axis"] % x.type.ndim}
+
+
+def _join(index) -> str:
+    return ", ".join(i.text for i in index)
+
+
+def _indent(lines) -> list:
+    return ["    " + line for line in lines]

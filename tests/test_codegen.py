@@ -1,0 +1,363 @@
+"""The numba backend against the interpreter (the reference semantics), and the generated source.
+
+Numba compiles take a second or more each, so every compiled function here covers many
+primitives at once and is shared through module-level fixtures; the disk cache makes reruns
+fast. Each output is compared with eval_function on the same optimized IR: equal dtypes and
+shapes, values to a few ulp (the vectorized math library differs from libm in the last bits).
+"""
+
+import inspect
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import fusegrad as fg
+import fusegrad.nn as fnn
+import fusegrad.numpy as fnp
+from fusegrad.codegen import compile_numba, njit_options
+from fusegrad.ir import Builder, TensorType
+from fusegrad.runtime.interpreter import eval_function
+from fusegrad.transforms import value_and_grad
+
+rng = np.random.default_rng(7)
+TOL = {"f64": {"rtol": 1e-12, "atol": 1e-14}, "f32": {"rtol": 2e-6, "atol": 1e-7}}
+UNARY = ("exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh", "logistic",
+         "erf", "neg", "abs", "sign")
+BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum",
+          "lt", "le", "gt", "ge", "eq", "ne")
+
+
+def same(exe, fn, args, tol):
+    got, want = exe(list(args)), eval_function(fn, list(args))
+    assert len(got) == len(want)
+    for i, (g, w) in enumerate(zip(got, want)):
+        g = np.asarray(g)
+        assert (g.dtype, g.shape) == (w.dtype, w.shape), f"result {i}"
+        if w.dtype.kind == "f":
+            np.testing.assert_allclose(g, w, err_msg=f"result {i}", **tol)
+        else:
+            np.testing.assert_array_equal(g, w, err_msg=f"result {i}")
+
+
+def built(fn):
+    return compile_numba(fn, optimized=True), fn
+
+
+def T(dtype, shape):
+    return TensorType(dtype, shape)
+
+
+# -- every primitive, on hand-built IR ---------------------------------------------------------
+
+def elementwise_fn(dtype):
+    b = Builder(f"elementwise_{dtype}")
+    x, y = b.param(T(dtype, (3, 5)), "x"), b.param(T(dtype, (3, 5)), "y")
+    outs = [b.add1(p, [x]) for p in UNARY] + [b.add1(p, [x, y]) for p in BINARY]
+    lt, gt = b.add1("lt", [x, y]), b.add1("gt", [x, y])
+    outs += [b.add1("and", [lt, gt]), b.add1("or", [lt, gt]), b.add1("not", [lt]),
+             b.add1("select", [lt, x, y])]
+    outs += [b.add1("convert", [x], {"dtype": t}) for t in ("f32", "f64", "i64", "bool")]
+    return b.build(outs)
+
+
+def elementwise_args(dtype):
+    np_dtype = T(dtype, ()).np_dtype
+    x = rng.uniform(0.1, 3.0, (3, 5)).astype(np_dtype)
+    y = rng.uniform(-2.0, 2.0, (3, 5)).astype(np_dtype)
+    x[0, :4] = [np.inf, 0.0, 1e-30, 40.0]
+    y[0, :4] = [np.nan, 0.0, -0.0, 2.0]
+    y[1, 1] = x[1, 1]                    # ties for maximum, eq, le
+    return x, y
+
+
+@pytest.fixture(scope="module", params=["f64", "f32"])
+def elementwise(request):
+    return request.param, *built(elementwise_fn(request.param))
+
+
+def test_elementwise_primitives_match_the_interpreter(elementwise):
+    dtype, exe, fn = elementwise
+    with np.errstate(all="ignore"):
+        same(exe, fn, elementwise_args(dtype), TOL[dtype])
+    assert exe.kernels == 1
+
+
+def test_float32_kernels_stay_float32(elementwise):
+    dtype, exe, _ = elementwise
+    if dtype == "f32":
+        body = exe.source[exe.source.index("def k0"):exe.source.index("def entry")]
+        code = "\n".join(line.split("  # ")[0] for line in body.splitlines())
+        assert "np.float32(1.0)" in code
+        bare = re.sub(r"np\.float32\([^()]*\)", "", code)
+        assert not re.search(r"(?<![\w.])\d+\.\d+", bare)
+
+
+def test_integer_and_bool_primitives():
+    b = Builder("ints")
+    x, y = b.param(T("i64", (6,)), "x"), b.param(T("i64", (6,)), "y")
+    outs = [b.add1(p, [x, y]) for p in ("add", "sub", "mul", "div", "maximum", "minimum",
+                                         "and", "or", "lt", "eq")]
+    outs += [b.add1(p, [x]) for p in ("neg", "abs", "sign", "not")]
+    outs += [b.add1("convert", [x], {"dtype": t}) for t in ("f32", "f64", "bool")]
+    flag = b.add1("convert", [x], {"dtype": "bool"})
+    outs += [b.add1("convert", [flag], {"dtype": "f64"}), b.add1("not", [flag])]
+    exe, fn = built(b.build(outs))
+    with np.errstate(all="ignore"):
+        same(exe, fn, (np.array([7, -7, 0, 5, -8, 3]), np.array([2, 2, 3, 0, -3, 3])), {})
+
+
+@pytest.fixture(scope="module")
+def index_maps():
+    b = Builder("maps")
+    x = b.param(T("f64", (3, 4)), "x")
+    v = b.param(T("f64", (4,)), "v")
+    idx = b.param(T("i64", (5,)), "idx")
+    ia = b.param(T("i64", (3, 4)), "ia")
+
+    def neg(prim, inputs, **params):
+        return b.add1("neg", [b.add1(prim, inputs, params)])
+    outs = [
+        b.add1("add", [b.add1("broadcast_in_dim", [v], {"shape": (3, 4), "dims": (1,)}), x]),
+        neg("transpose", [x], perm=(1, 0)),
+        neg("slice", [x], start=(1, 0), stop=(3, 4), step=(1, 2)),
+        neg("pad", [x], low=(1, 0), high=(0, 2), interior=(0, 1)),
+        neg("concatenate", [x, x, b.add1("slice", [x], {"start": (0, 0), "stop": (3, 1),
+                                                          "step": (1, 1)})], axis=1),
+        neg("take", [x, idx], axis=1),
+        neg("take_along_axis", [x, ia], axis=1),
+        b.add1("scatter_add", [idx, b.add1("take", [x, idx], {"axis": 1})],
+               {"axis": 1, "shape": (3, 4)}),
+        b.add1("scatter_add_along_axis", [ia, b.add1("exp", [x])], {"axis": 1, "shape": (3, 4)}),
+        neg("reshape", [x], shape=(4, 3)),
+        b.add1("reshape", [b.add1("exp", [x])], {"shape": (12,)}),
+        b.add1("reshape", [x], {"shape": (3, 1, 4)}),
+        b.add1("iota", [], {"shape": (3, 4), "dtype": "f64", "axis": 1}),
+        b.add1("iota", [], {"shape": (2, 3), "dtype": "i64", "axis": 0}),
+        b.add1("full", [], {"shape": (3, 4), "dtype": "f64", "value": 2.5}),
+        b.add1("mul", [x, b.add1("constant", [], {"value": rng.standard_normal((3, 4))})]),
+        b.add1("cumsum", [x], {"axis": 1}),
+        b.add1("cumsum", [x], {"axis": 0, "reverse": True}),
+        x,
+    ]
+    for prim in ("reduce_sum", "reduce_max", "reduce_min", "reduce_prod"):
+        outs += [b.add1(prim, [x], {"axes": axes}) for axes in ((0,), (1,), (0, 1), ())]
+    outs += [b.add1(prim, [x], {"axis": axis}) for prim in ("argmax", "argmin")
+             for axis in (0, 1)]
+    xs = rng.standard_normal((3, 4))
+    xs[0, 1] = np.nan
+    xs[2, 2] = xs[2, 3]
+    args = (xs, rng.standard_normal(4), np.array([0, 3, 1, 1, -1]), rng.integers(0, 4, (3, 4)))
+    return (*built(b.build(outs)), args)
+
+
+def test_index_maps_reductions_and_scans_match_the_interpreter(index_maps):
+    exe, fn, args = index_maps
+    same(exe, fn, args, TOL["f64"])
+
+
+def test_results_never_alias_the_arguments(index_maps):
+    exe, _, args = index_maps
+    outs = exe(list(args))
+    for out in outs:
+        assert not any(np.shares_memory(out, a) for a in args if isinstance(a, np.ndarray))
+
+
+def test_matmul_is_a_blas_call_inside_the_entry():
+    b = Builder("matmuls")
+    a, c = b.param(T("f32", (2, 3, 4)), "a"), b.param(T("f32", (2, 4, 5)), "c")
+    m = b.param(T("f64", (3, 4)), "m")
+    mt = b.add1("transpose", [m], {"perm": (1, 0)})
+    outs = [b.add1("matmul", [a, c]), b.add1("matmul", [mt, b.add1("tanh", [m])])]
+    exe, fn = built(b.build(outs))
+    same(exe, fn, (rng.standard_normal((2, 3, 4)).astype(np.float32),
+                   rng.standard_normal((2, 4, 5)).astype(np.float32),
+                   rng.standard_normal((3, 4))), {"rtol": 1e-5, "atol": 1e-6})
+    entry = exe.source[exe.source.index("def entry"):]
+    assert "bmm(a, c, " in entry and "np.dot(" in entry and "m.T" in entry
+
+
+def test_steps_codegen_cannot_loop_over_run_in_python_between_segments():
+    b = Builder("host")                  # an integer matmul: no BLAS, so a host step
+    x = b.param(T("i64", (3, 3)), "x")
+    y = b.add1("matmul", [b.add1("mul", [x, x]), x])
+    exe, fn = built(b.build([b.add1("add", [y, x]), b.add1("reduce_sum", [y], {"axes": (0,)})]))
+    same(exe, fn, (rng.integers(-5, 5, (3, 3)),), {})
+    assert "def seg0" in exe.source and "host0(" in exe.source
+
+
+def test_scalar_parameters_and_results():
+    b = Builder("scalars")
+    s, f = b.param(T("f64", ()), "s"), b.param(T("f32", ()), "f")
+    i = b.param(T("i64", ()), "i")
+    outs = [b.add1("sin", [s]), b.add1("mul", [f, f]), b.add1("reduce_sum", [s], {"axes": ()}),
+            b.add1("add", [i, i]), b.add1("reshape", [s], {"shape": (1, 1)}), s]
+    exe, fn = built(b.build(outs))
+    same(exe, fn, (1.5, np.float32(2.0), 3), TOL["f64"])
+    same(exe, fn, (np.asarray(0.5), np.asarray(2.5, np.float32), np.int64(4)), TOL["f64"])
+
+
+# -- programs through fg.jit ---------------------------------------------------------------------
+
+def frontend_program(x, y, v, t):
+    """Broadcasting, negative axes, keepdims, float32 and every composite, forward."""
+    z = x * v + y.T[:, :1]
+    return (np.sum(z, axis=-1, keepdims=True), np.max(z, axis=(0, 1)), np.mean(z, axis=-2),
+            np.argmax(z, axis=-1), np.cumsum(z, axis=-1), np.where(z > 0, z, 0.5 * z),
+            fnn.softmax(z, axis=-1), fnn.log_softmax(z, axis=0), fnn.logsumexp(z, axis=-1),
+            fnn.cross_entropy(z, t), fnn.layer_norm(z), fnn.gelu(z),
+            fnn.gelu(z, approximate=True), (z.astype(np.float32) * 2.0) ** 2,
+            np.clip(z, -0.5, 0.5), z[::-1, 1:], np.concatenate([z, z[:, :1]], axis=-1))
+
+
+FRONTEND_ARGS = (rng.standard_normal((5, 3)), rng.standard_normal((3, 5)), rng.standard_normal(3),
+                 np.array([2, 0, 1, 1, 0]))
+
+
+@pytest.fixture(scope="module")
+def frontend():
+    return fg.jit(frontend_program, backend="numba")
+
+
+def assert_trees_close(got, want, rtol=1e-11, atol=1e-12):
+    got_leaves, want_leaves = fg.api.flatten(got)[0], fg.api.flatten(want)[0]
+    assert len(got_leaves) == len(want_leaves)
+    for i, (g, w) in enumerate(zip(got_leaves, want_leaves)):
+        g, w = np.asarray(g), np.asarray(w)
+        assert (g.dtype, g.shape) == (w.dtype, w.shape), f"leaf {i}"
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, err_msg=f"leaf {i}")
+
+
+def test_numpy_programs_with_composites_match_the_interpreter(frontend):
+    want = fg.jit(frontend_program, backend="interp")(*FRONTEND_ARGS)
+    assert_trees_close(frontend(*FRONTEND_ARGS), want)
+
+
+def w1(x, w, b):
+    return np.sum(np.tanh(x * w + b) * fnp.sigmoid(x))
+
+
+@pytest.fixture(scope="module")
+def w1_grad():
+    return fg.jit(value_and_grad(w1, argnums=(0, 1, 2)), backend="numba")
+
+
+def test_w1_value_and_gradient_is_one_kernel_and_one_loop(w1_grad):
+    args = tuple(rng.standard_normal(1000) for _ in range(3))
+    want = fg.jit(value_and_grad(w1, argnums=(0, 1, 2)), backend="interp")(*args)
+    assert_trees_close(w1_grad(*args), want)
+    lowered = w1_grad.lower(*args)
+    assert lowered.kernels == 1
+    kernel = lowered.source[lowered.source.index("def k0"):lowered.source.index("def entry")]
+    assert kernel.count("for ") == 1
+    assert "# %2 = tanh %1 : f64[d0]   test_codegen.py:" in kernel
+
+
+def test_a_new_size_reuses_the_compiled_code(w1_grad):
+    small = tuple(rng.standard_normal(7) for _ in range(3))
+    large = tuple(rng.standard_normal(4096) for _ in range(3))
+    a, b = w1_grad.lower(*small), w1_grad.lower(*large)
+    assert a.source == b.source and a.executable.path == b.executable.path
+    assert a.executable.run.__globals__ is b.executable.run.__globals__
+    want = fg.jit(value_and_grad(w1, argnums=(0, 1, 2)), backend="interp")(*small)
+    assert_trees_close(w1_grad(*small), want)
+
+
+def loss_zoo(w, x, t):
+    """A gradient through matmul, broadcasting, every composite and a column reduction."""
+    h = np.tanh(x @ w + 0.1)
+    z = fnn.layer_norm(h) * 2.0 + fnn.gelu(h)
+    return (fnn.cross_entropy(z, t) + np.sum(fnn.softmax(z, axis=-1) * h)
+            + np.mean(fnn.logsumexp(z, axis=-1)) + np.sum(np.sum(h, axis=0) ** 2)
+            + np.sum(fnn.log_softmax(z, axis=0)[0]))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_gradients_match_the_interpreter(dtype):
+    args = (rng.standard_normal((5, 4)).astype(dtype), rng.standard_normal((6, 5)).astype(dtype),
+            np.array([0, 3, 1, 2, 2, 1]))
+    f = value_and_grad(loss_zoo, argnums=(0, 1))
+    got = fg.jit(f, backend="numba")(*args)
+    want = fg.jit(f, backend="interp")(*args)
+    tol = {"rtol": 1e-10, "atol": 1e-12} if dtype == np.float64 else {"rtol": 3e-5, "atol": 1e-6}
+    assert_trees_close(got, want, **tol)
+
+
+# -- the generated source ----------------------------------------------------------------------
+
+def test_source_is_a_real_file_that_inspect_and_numba_see(w1_grad):
+    args = tuple(rng.standard_normal(8) for _ in range(3))
+    lowered = w1_grad.lower(*args)
+    entry = lowered.executable.run.__globals__["entry"]
+    path = inspect.getsourcefile(entry.py_func)
+    assert path == lowered.executable.path
+    assert Path(path).read_text() == lowered.source
+    assert "def entry" in inspect.getsource(entry.py_func)
+
+
+def test_source_depends_on_ranks_not_sizes(frontend):
+    """Another batch size traces again but emits the same text: the compiled code is reused.
+    (Sizes are deduplicated by value, so sizes that happen to be equal give other text.)"""
+    bigger = (rng.standard_normal((9, 3)), rng.standard_normal((3, 9)), rng.standard_normal(3),
+              rng.integers(0, 3, 9))
+    a, b = frontend.lower(*FRONTEND_ARGS), frontend.lower(*bigger)
+    assert a.source == b.source
+    want = fg.jit(frontend_program, backend="interp")(*bigger)
+    assert_trees_close(frontend(*bigger), want)
+    assert re.search(r"^\s+v\d+ = .*  # %\d+ = \w+ .*: f64\[d\d+,d\d+\]   test_codegen\.py:\d+$",
+                     a.source, re.MULTILINE)
+
+
+def test_one_options_function_decides_the_njit_flags(w1_grad, frontend):
+    assert njit_options("kernel") == {"error_model": "numpy", "nogil": True, "fastmath": False}
+    assert njit_options("kernel", reduction=True)["fastmath"] == {"reassoc"}
+    assert njit_options("entry")["cache"] is True
+    source = frontend.lower(*FRONTEND_ARGS).source
+    for decorator, body in re.findall(r"@numba\.njit\((.*)\)\ndef \w+\(.*\):\n((?:    .*\n)+)",
+                                      source):
+        assert "error_model='numpy'" in decorator
+        if "cumsum along" in body:      # a scan must add in order: no reassociation
+            assert "fastmath=False" in decorator
+            continue
+        reduces = re.search(r"\+= |_take = | if v\d+ [<>] ", body) is not None
+        assert ("fastmath={'reassoc'}" in decorator) == reduces
+
+
+def test_lowered_exposes_ir_kernels_and_clusters(w1_grad):
+    args = tuple(rng.standard_normal(5) for _ in range(3))
+    lowered = w1_grad.lower(*args)
+    assert len(lowered.clusters) == lowered.kernels == 1
+    assert set(lowered.clusters[0]) <= set(lowered.ir.ops)
+    assert "subgraph cluster_0" in lowered.ir.to_dot(clusters=lowered.clusters)
+
+
+def test_debug_3_prints_the_source(capsys, monkeypatch, w1_grad):
+    monkeypatch.setenv("FUSEGRAD_DEBUG", "3")
+    args = tuple(rng.standard_normal(5) for _ in range(3))
+    compile_numba(w1_grad.lower(*args).traced)
+    assert "// ---- generated source for @w1 ----" in capsys.readouterr().out
+
+
+def test_parallel_option_uses_prange_and_gives_identical_results():
+    b = Builder("par")
+    x = b.param(T("f64", (64, 32)), "x")
+    y = b.add1("tanh", [x])
+    fn = b.build([y, b.add1("reduce_sum", [y], {"axes": (1,)})])
+    exe = compile_numba(fn, parallel=True, optimized=True)
+    assert "prange(" in exe.source and "parallel=True" in exe.source
+    args = [rng.standard_normal((64, 32))]
+    first = exe(args)
+    same(exe, fn, args, TOL["f64"])
+    for a, b_ in zip(first, exe(args)):
+        np.testing.assert_array_equal(a, b_)
+
+
+def test_jitted_scalar_functions_take_the_fast_path():
+    f = fg.jit(value_and_grad(lambda x: np.sin(x) * x + np.exp(-x * x)), backend="numba")
+    value, grad = f(0.5)
+    assert isinstance(value, np.ndarray) and value.shape == () and value.dtype == np.float64
+    np.testing.assert_allclose(grad, np.cos(0.5) * 0.5 + np.sin(0.5) - np.exp(-0.25),
+                               rtol=1e-14)
+    assert len(f._fast) == 1
+    assert f(0.25)[0] == np.sin(0.25) * 0.25 + np.exp(-0.0625)
