@@ -52,7 +52,6 @@ APPLIES = {"GEMMs alone": {"W2"}, "numba (prange)": {"W1", "W5"}, "mem floor": {
 COMPILES = {"fusegrad numba", "fusegrad interp", "numba (hand fused)", "jax.jit", "torch.compile"}
 QUICK_SKIPS = {"torch.compile": "skipped in --quick"}
 NOISY = 0.25  # cores used by other processes above which a child's timings count as disturbed
-W4_COMPILE_LIMIT = 60.0  # s; skip the next (10x longer) chain when 10x this one's compile is more
 OMP_NOTE = ("children run with OMP_WAIT_POLICY={} (unless set): with spinning OpenMP "
             "threads, torch and numba prange stall 10-100x on 2 cores as soon as anything "
             "else runs")
@@ -91,13 +90,14 @@ def fusegrad_column(mode):
         g = fg.value_and_grad(f, argnums=argnums)
         return g if mode == "eager" else fg.jit(g, backend=mode)
 
-    def arrays(f, argnums, needs_nn=False):
+    def arrays(f, argnums):
         def make(*args):
-            if needs_nn:
-                importlib.import_module("fusegrad.nn")
             g = vg(f, argnums)
             return lambda: g(*args)
         return make
+
+    def fnn():  # imported when first traced, so W1, W3, W4 run without it
+        return importlib.import_module("fusegrad.nn")
 
     def scalar(f):
         g = vg(f, 0)
@@ -107,7 +107,7 @@ def fusegrad_column(mode):
         return np.sum(np.tanh(x * w + b) * (1 / (1 + np.exp(-x))))
 
     def w2(W1, b1, W2, b2, X, y):
-        return sys.modules["fusegrad.nn"].cross_entropy(np.tanh(X @ W1 + b1) @ W2 + b2, y)
+        return fnn().cross_entropy(np.tanh(X @ W1 + b1) @ W2 + b2, y)
 
     def w3(x):
         return np.sin(x) * x + np.exp(-x * x)
@@ -120,12 +120,11 @@ def fusegrad_column(mode):
         return chain
 
     def w5(x, c):
-        fnn = sys.modules["fusegrad.nn"]
-        return np.sum(fnn.softmax(fnn.layer_norm(x, eps=ref.W5_EPS)) * c)
+        return np.sum(fnn().softmax(fnn().layer_norm(x, eps=ref.W5_EPS)) * c)
 
-    return {"W1": arrays(w1, ref.ARGNUMS["W1"]), "W2": arrays(w2, ref.ARGNUMS["W2"], True),
+    return {"W1": arrays(w1, ref.ARGNUMS["W1"]), "W2": arrays(w2, ref.ARGNUMS["W2"]),
             "W3": lambda: scalar(w3), "W4": lambda steps: scalar(w4(steps)),
-            "W5": arrays(w5, ref.ARGNUMS["W5"], True)}
+            "W5": arrays(w5, ref.ARGNUMS["W5"])}
 
 
 def column(col):
@@ -237,7 +236,7 @@ def measure(cols, workloads, opts, emit):
                     for m in metrics(w, col):
                         emit(dict(cell, metric=m, na=short(e)))
                     continue
-                if w == "W4" and col in COMPILES and times["compile"] * 10 > W4_COMPILE_LIMIT:
+                if w == "W4" and col in COMPILES and times["compile"] * 10 > opts.cell_limit:
                     skip[col] = f"skipped: {row} compiled in {times['compile']:.0f} s"
                 for m in metrics(w, col):
                     emit(dict(cell, metric=m, t=times[m]))
@@ -297,8 +296,10 @@ def run_children(groups, workloads, opts, emit):
 
 
 def attempt(g, ws, opts, must):
-    """run_job after waiting for idle; None when not `must` and the machine stayed busy."""
-    waited, idle = wait_idle(opts.settle)
+    """run_job after waiting for idle; None when not `must` and the machine stayed busy. After
+    a wait that found no idle moment, wait only 1 s until one is found again."""
+    waited, idle = wait_idle(opts.settle if opts.was_idle or not must else 1.0)
+    opts.was_idle = idle
     if not (idle or must):
         return None
     _, failure, wall, others = got = run_job(g, ws, opts)
@@ -559,8 +560,9 @@ def parse(argv):
     ap.add_argument("--retries", type=int, help="reruns of a child others disturbed")
     opts = ap.parse_args(argv)
     opts.repeats, opts.min_time = (3, 0.01) if opts.quick else (7, 0.05)
-    opts.settle = (2 if opts.quick else 10) if opts.settle is None else opts.settle
+    opts.settle = (1 if opts.quick else 10) if opts.settle is None else opts.settle
     opts.cell_limit = 20 if opts.quick else 120
+    opts.was_idle = True
     opts.retries = (0 if opts.quick else 1) if opts.retries is None else opts.retries
     opts.workloads = [w.strip().upper() for w in opts.workloads.split(",") if w.strip()]
     groups = [g.strip() for g in (opts.only or ",".join(GROUPS)).split(",") if g.strip()]
@@ -598,7 +600,8 @@ def main(argv=None):
     loads = {}
     for r in records:
         for w in r.get("ws", ()):
-            loads.setdefault(w, {}).update({c: r["load"] for c in GROUPS[r["group"]]})
+            loads.setdefault(w, {}).update(
+                {c: r["load"] for c in GROUPS[r["group"]] if applies(c, w)})
     for w in opts.workloads:
         print_workload(w, res, cols, warnings, loads, opts.quick)
 

@@ -361,3 +361,28 @@ def test_jitted_scalar_functions_take_the_fast_path():
                                rtol=1e-14)
     assert len(f._fast) == 1
     assert f(0.25)[0] == np.sin(0.25) * 0.25 + np.exp(-0.0625)
+
+
+def test_codegen_tables_cover_every_primitive():
+    """Each primitive has a scalar template, an index rule, a loop role or a step; composites
+    are lowered before codegen (and would run as host steps if one were left)."""
+    from fusegrad.codegen.index_maps import INDEX_RULES
+    from fusegrad.codegen.templates import MATH_FUNCS, TEMPLATES
+    from fusegrad.ir.primitives import COMPOSITES, ELEMENTWISE, shape_rules
+    from fusegrad.passes.fusion import REDUCERS, SCANS, SCATTERS
+    scalar = set(TEMPLATES) | set(MATH_FUNCS) | {"convert"}
+    assert scalar == set(ELEMENTWISE)
+    handled = scalar | set(INDEX_RULES) | REDUCERS | SCATTERS | SCANS | {"matmul"}
+    assert set(shape_rules) - handled == set(COMPOSITES)
+
+
+def test_scalar_results_of_a_kernel_keep_their_order_across_passes():
+    b = Builder("passes")
+    x = b.param(T("f64", (4, 5)), "x")
+    m = b.add1("reduce_max", [x], {"axes": (1,)})
+    t = b.add1("sub", [x, b.add1("broadcast_in_dim", [m], {"shape": (4, 5), "dims": (0,)})])
+    late = b.add1("reduce_sum", [t], {"axes": (0, 1)})          # second pass, defined first
+    early = b.add1("reduce_sum", [x], {"axes": (0, 1)})         # first pass, defined later
+    exe, fn = built(b.build([late, early, b.add1("exp", [t])]))
+    assert exe.kernels == 1
+    same(exe, fn, (rng.standard_normal((4, 5)),), TOL["f64"])

@@ -150,9 +150,7 @@ class ModuleSource:
                            self.parallel)
         body = src.build()
         outputs = [v for v in self.fusion.outputs[k] if v.shape != ()]
-        returns = [v for v in self.fusion.outputs[k] if v.shape == ()]
-        ordered = [op.out for op in k.ops]
-        returns.sort(key=ordered.index)
+        returns = src.scalar_outputs
         symbols = _symbols(body)
         args = symbols + [self.names[v] for v in src.inputs] + \
             [f"{self.names[v]}_out" for v in outputs]
@@ -364,8 +362,8 @@ class ModuleSource:
         funcs = mathlib_funcs() or {}
         used = [(p, dt) for p in MATH_FUNCS for dt in ("f64", "f32")
                 if (p, dt) in funcs and f"{p}_{dt}" in called]
-        support = [n for n in ("logistic_f64", "logistic_f32", "ipow", "bmm")
-                   if n in called and tuple(n.split("_")) not in funcs]
+        support = [n for n in ("stable_logistic_f64", "stable_logistic_f32", "ipow", "bmm")
+                   if n in called]
         if support:
             lines.append(f"from fusegrad.codegen.support import {', '.join(support)}")
         if used:

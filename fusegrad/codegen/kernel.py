@@ -18,7 +18,15 @@ from __future__ import annotations
 from ..ir.primitives import ELEMENTWISE
 from ..passes.fusion import INLINE, Kernel
 from .index_maps import INDEX_RULES, ZERO, Expr
-from .templates import literal, reduction_init, reduction_update, render, render_convert
+from .templates import (
+    MATH_FUNCS,
+    MATHLIB_MAX_CALLS,
+    literal,
+    reduction_init,
+    reduction_update,
+    render,
+    render_convert,
+)
 
 
 class _Phase:
@@ -29,8 +37,9 @@ class _Phase:
 
 
 class KernelSource:
-    """Builds the function text of one kernel; `args`, `outputs` and `returns` describe its
-    signature for the entry function."""
+    """Builds the function text of one kernel. Afterwards `inputs` lists the values it loads
+    (its array and scalar arguments, in first-use order), `scalar_outputs` the 0-d results it
+    returns, `passes` the passes over a row, and `has_reduction` / `serial` decide options."""
 
     def __init__(self, kernel: Kernel, fusion, names, syms, describe, name: str,
                  parallel=False):
@@ -47,13 +56,15 @@ class KernelSource:
         self.value_names: dict = {}
         self.copies: dict = {}
         self.inputs: dict = {}
-        self.prologue, self.returns = [], []
+        self.prologue, self.returns = [], {}     # returns: 0-d value -> expression
         self.pre = [[] for _ in range(self.split)]
         self.post = [[] for _ in range(self.split)]
         self.phases: list[_Phase] = []
         self.cur = 0
         self.has_reduction = False
         self.serial = False          # an accumulator spans the outer loop: no prange
+        calls = sum(op.prim in MATH_FUNCS for op in kernel.ops)
+        self.vectorized = bool(self.loops) and calls <= MATHLIB_MAX_CALLS
 
     # -- placement -----------------------------------------------------------------------
 
@@ -144,7 +155,7 @@ class KernelSource:
     def store(self, v, index, phase):
         e = self.emit(v, index)
         if v.shape == ():
-            self.returns.append(e.text)
+            self.returns[v] = e.text
             return
         depth = max([e.depth] + [i.depth for i in index])
         self.put(f"{self.buffer(v)}[{_join(index)}] = {e.text}", depth,
@@ -189,7 +200,8 @@ class KernelSource:
         if op.prim == "convert":
             text = render_convert(op.inputs[0].dtype, op.out.dtype, texts[0])
         else:
-            text = render(op.prim, op.inputs[1 if op.prim == "select" else 0].dtype, texts)
+            text = render(op.prim, op.inputs[1 if op.prim == "select" else 0].dtype, texts,
+                          self.vectorized)
         return self.statement(op, index, text, ins)
 
     def statement(self, op, index, text, ins) -> Expr:
@@ -261,7 +273,7 @@ class KernelSource:
             self.put(self.line(reduction_update(prim, acc, e.text), comment), last, p)
         if v.shape == ():
             if v in self.outputs:
-                self.returns.append(acc)
+                self.returns[v] = acc
         elif v in self.outputs:
             self.put(f"{self.buffer(v)}[{_join(kept_index)}] = {acc}", depth, p, "post")
         self.memo[(v, _join(kept_index))] = Expr(acc, depth, p + 1)
@@ -309,10 +321,14 @@ class KernelSource:
 
     # -- rendering -----------------------------------------------------------------------
 
+    @property
+    def scalar_outputs(self) -> list:
+        return [op.out for op in self.k.ops if op.out in self.returns]
+
     def render(self) -> str:
         body = self.prologue + self.outer(0)
         if self.returns:
-            body.append(f"return {', '.join(self.returns)}")
+            body.append(f"return {', '.join(self.returns[v] for v in self.scalar_outputs)}")
         return "\n".join(_indent(body))
 
     def loop(self, axis, body, outermost=False) -> list:

@@ -12,13 +12,13 @@ _scalar = njit(inline="always", error_model="numpy")
 
 
 @_scalar
-def logistic_f64(x):
+def stable_logistic_f64(x):
     e = math.exp(-abs(x))
     return (1.0 if x >= 0 else e) / (1.0 + e)
 
 
 @_scalar
-def logistic_f32(x):
+def stable_logistic_f32(x):
     e = math.exp(-abs(x))
     return (np.float32(1.0) if x >= 0 else e) / (np.float32(1.0) + e)
 

@@ -9,7 +9,9 @@ division, maximum/minimum propagate nan, logistic is the stable form, and `and`/
 i64 are logical (0 or 1), as NumPy's logical ufuncs cast back to i64.
 
 The transcendental functions come from codegen/mathlib.py (branch-free, so loops vectorize)
-when USE_MATHLIB is on and the module imports; else from `math`. That is the one switch.
+when USE_MATHLIB is on and the module imports; else from `math`. That is the one switch. A
+kernel asks for them only where they pay: in loops, and at most MATHLIB_MAX_CALLS of them,
+because Numba inlines each call's IR and compile time grows faster than linearly with it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import numpy as np
 
 MATH_FUNCS = ("exp", "expm1", "log", "log1p", "tanh", "logistic", "erf", "sin", "cos")
 USE_MATHLIB = os.environ.get("FUSEGRAD_MATHLIB", "1") != "0"
+MATHLIB_MAX_CALLS = 24
 
 TEMPLATES: dict = {
     "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "neg": "(-{0})",
@@ -41,7 +44,7 @@ TEMPLATES: dict = {
 }
 MATH_FALLBACK = {"exp": "math.exp", "expm1": "math.expm1", "log": "math.log",
                  "log1p": "math.log1p", "tanh": "math.tanh", "erf": "math.erf",
-                 "sin": "math.sin", "cos": "math.cos", "logistic": "logistic_{dtype}"}
+                 "sin": "math.sin", "cos": "math.cos", "logistic": "stable_logistic_{dtype}"}
 CONVERT = {"f64": "np.float64({0})", "f32": "np.float32({0})", "i64": "np.int64({0})",
            "bool": "({0} != {zero})"}
 
@@ -57,10 +60,10 @@ def mathlib_funcs() -> dict | None:
     return getattr(mathlib, "FUNCS", None)
 
 
-def math_name(prim: str, dtype: str) -> str:
+def math_name(prim: str, dtype: str, vectorized: bool = True) -> str:
     """The name a kernel calls for a transcendental function (see emit.py's imports)."""
     funcs = mathlib_funcs()
-    if funcs is not None and (prim, dtype) in funcs:
+    if vectorized and funcs is not None and (prim, dtype) in funcs:
         return f"{prim}_{dtype}"
     return MATH_FALLBACK[prim].format(dtype=dtype)
 
@@ -81,10 +84,11 @@ def literal(value, dtype: str) -> str:
     return f"np.float32({text})" if dtype == "f32" else text
 
 
-def render(prim: str, dtype: str, operands: list[str]) -> str:
-    """The scalar expression of an elementwise op; dtype is the operands' dtype."""
+def render(prim: str, dtype: str, operands: list[str], vectorized: bool = True) -> str:
+    """The scalar expression of an elementwise op; dtype is the operands' dtype. `vectorized`
+    asks for mathlib's inlined functions, else the math module's (libm) calls."""
     if prim in MATH_FUNCS:
-        return f"{math_name(prim, dtype)}({operands[0]})"
+        return f"{math_name(prim, dtype, vectorized)}({operands[0]})"
     template = TEMPLATES[prim]
     if isinstance(template, dict):
         template = template.get(dtype) or template["f"]

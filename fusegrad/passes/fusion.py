@@ -17,6 +17,7 @@ Legality comes from levels: a node's level is one more than the highest level it
 so nodes of equal level never depend on each other and running nodes by level is a valid order.
 An op may join a kernel only if everything else it reads has a lower level; kernels of the same
 level and domain can always merge. Each op is placed once, so fusion is linear in the ops.
+A kernel stops growing at MAX_KERNEL_OPS ops, and the next op starts a new one.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ NULLARY = frozenset(("full", "iota"))
 SCANS = frozenset(("cumsum",))
 
 PARAM, CONST, INLINE, NODE = "param", "const", "inline", "node"
+MAX_KERNEL_OPS = 256        # Numba's compile time grows faster than linearly with a function
 
 
 class Kernel:
@@ -292,7 +294,7 @@ class _Fuser:
         if any(n.level == top for n in indirect):
             return False                          # same level, or reads a candidate's buffer
         splits = {k.split for k in cands} - {None}
-        if len(splits) > 1:
+        if len(splits) > 1 or sum(len(k.ops) for k in cands) >= MAX_KERNEL_OPS:
             return False
         found = self.role_in(op, set(cands), splits.pop() if splits else None)
         if found is None or (index_map and found[0] == "full" and op.prim != "broadcast_in_dim"
@@ -308,7 +310,7 @@ class _Fuser:
             nodes |= self.deps(v)
         top = self.level_of(nodes)
         for k in sorted(self.by_domain.get(domain_of(op), ()), key=lambda k: k.level):
-            if k.level > top:
+            if k.level > top and len(k.ops) < MAX_KERNEL_OPS:
                 found = self.role_in(op, {k}, k.split)
                 if found is not None:
                     self.join(op, k, *found)
