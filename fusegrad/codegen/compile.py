@@ -30,6 +30,8 @@ from pathlib import Path
 import numba
 import numpy as np
 
+from ..ir.core import Function
+
 from ..passes.fusion import fuse
 from ..passes.memory import plan_memory
 from ..runtime.interpreter import apply
@@ -89,6 +91,15 @@ class Executable:
 
     def __call__(self, leaves) -> list:
         return self.run(leaves)
+
+    def debug_values(self, leaves) -> dict:
+        """Every IR value as compiled code computes it, for fusegrad.testing to find the first
+        value where this backend and the interpreter diverge: the same ops, compiled again
+        with every value made a result."""
+        params = set(self.ir.params)
+        values = [v for op in self.ir.ops for v in op.outputs if v not in params]
+        probe = Function(f"{self.ir.name}_values", self.ir.params, self.ir.ops, values)
+        return dict(zip(values, compile_numba(probe, optimized=True)(leaves)))
 
 
 def compile_numba(fn, parallel: bool | None = None, optimized: bool = False) -> Executable:
