@@ -13,7 +13,7 @@ from .transforms import grad, hessian, hvp, value_and_grad, vjp
 __version__ = "0.1.0"
 
 __all__ = [
-    "ir", "jit", "make_ir", "grad", "value_and_grad", "vjp", "hessian", "hvp",
+    "ir", "nn", "numpy", "jit", "make_ir", "grad", "value_and_grad", "vjp", "hessian", "hvp",
     "Tensor", "tensor", "no_grad", "enable_grad", "is_grad_enabled", "set_grad_enabled",
     "gradcheck", "graph_dot", "set_backward_trace", "set_anomaly_detection", "detect_anomaly",
 ]

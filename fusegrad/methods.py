@@ -84,7 +84,8 @@ class ArrayMethods:
     def __array_function__(self, func, types, args, kwargs):
         fn = _fnp().HANDLED_FUNCTIONS.get(func)
         if fn is None:
-            return _unsupported(f"{getattr(func, '__module__', 'numpy')}.{getattr(func, '__name__', func)}",
+            name = f"{getattr(func, '__module__', 'numpy')}.{getattr(func, '__name__', func)}"
+            return _unsupported(name,
                                 " Write it with supported NumPy functions, or call it on "
                                 "concrete values outside the traced function.")
         return fn(*args, **kwargs)

@@ -475,7 +475,7 @@ def size(x):
     return int(np.prod(_shape(x), dtype=np.int64))
 
 
-from .indexing import getitem  # noqa: E402 - indexing uses the functions above
+from .indexing import getitem  # noqa: E402,F401 - indexing uses the functions above
 
 HANDLED_UFUNCS = {
     np.add: add, np.subtract: subtract, np.multiply: multiply, np.true_divide: true_divide,

@@ -104,7 +104,8 @@ def _slice(x, *, start, stop, step):
 @_impl("pad")
 def _pad(x, *, low, high, interior):
     x = np.asarray(x)
-    shape = [lo + hi + n + max(n - 1, 0) * it for n, lo, hi, it in zip(x.shape, low, high, interior)]
+    shape = [lo + hi + n + max(n - 1, 0) * it
+             for n, lo, hi, it in zip(x.shape, low, high, interior)]
     out = np.zeros(shape, x.dtype)
     out[tuple(slice(lo, lo + n + max(n - 1, 0) * it, it + 1)
               for n, lo, it in zip(x.shape, low, interior))] = x
