@@ -3,11 +3,11 @@
 Every workload is written once per framework, outside fusegrad, so the benchmark has something
 to lose to. "numpy (hand)" is the baseline and the oracle: gradients derived by hand, checked
 against every other column at setup. The hand-fused Numba loops (njit, error_model='numpy',
-fastmath=False, one pass over memory) stand for the practical limit of a fused kernel, the
-code fusegrad's numba backend could at best emit; the prange variants show what a second core
-adds. Without SVML (icc_rt) Numba calls scalar libm tanh/exp, which numpy's SIMD loops beat, so
-on transcendental-heavy workloads this "limit" can lose to numpy. jax and torch use their own
-autodiff.
+fastmath=False, one pass over memory) are the practical limit of a fused kernel built on libm;
+the prange variants show what a second core adds. Without SVML (icc_rt) Numba calls scalar libm
+tanh/exp, which numpy's SIMD loops beat, so on transcendental-heavy workloads this limit loses
+to numpy, and fusegrad's numba backend, which has its own vectorizable math, can beat it. jax
+and torch use their own autodiff.
 
 A column is a dict {workload: maker}. Array workloads (W1, W2, W5): maker(*numpy_args) -> call,
 call() -> (value, grads) in the framework's own types (args converted once, outside the timed

@@ -14,7 +14,9 @@ import threading
 import numpy as np
 
 from .dispatch import level
+from .runtime.grad_mode import eager_transforms as _eager_state
 from .runtime.signature import Signature, explain_miss, leaf_array, log_compile, signature_of
+from .tracer.tracer import _state as _tracer_state
 from .tracer.tracer import is_tracing, trace_flat
 from .tree import flatten, unflatten
 
@@ -159,7 +161,9 @@ class Jitted:
         self._entries: dict = {}
         self._last_sig = None
         self._lock = threading.Lock()
-        self._fast: dict = {}       # flat args of plain types -> (run, rebuild): no flattening
+        self._fast_by_backend: dict = {}     # backend -> {flat args key -> (run, rebuild)}
+        self._fast: dict = {}       # the one of the backend last compiled for: no flattening
+        self._fast_backend, self._fast_plain = None, False
 
     def _backend(self) -> str:
         forced = _forced_backend()
@@ -185,23 +189,36 @@ class Jitted:
         return entry
 
     def __call__(self, *args):
+        # The fast path: a signature seen before, with only ndarrays and Python scalars, no
+        # trace or eager transform active, and the backend it was compiled for (a few ns each).
+        fast = self._fast
+        if fast:
+            fast = fast.get(type(args[0]) if len(args) == 1 and type(args[0]) in _FAST_SCALARS
+                            else _fast_key(args))
+        if fast and not _tracer_state.stack and not _eager_state.depth:
+            forced = _forced_backend()
+            if self._fast_plain if forced is None else self._fast_backend == self._backend():
+                run, rebuild = fast
+                return rebuild(run(args))
+        return self._call_slow(args)
+
+    def _call_slow(self, args):
         backend = self._backend()
         if backend == "eager" or is_tracing():
             return self.fun(*args)
-        key = None if self.static_argnums else _fast_key(args, backend)
-        fast = self._fast.get(key) if key is not None else None
-        if fast is not None and not _in_eager_transform():
-            run, rebuild = fast
-            return rebuild(run(args))
         if _differentiating_eagerly(args):
             return self.fun(*args)
         sig, leaves = signature_of(args, self.static_argnums)
         lowered, out_tree = self._entry(sig, backend)
         arrays = [leaf_array(x) for x in leaves]
+        key = None if self.static_argnums else _fast_key(args)
         if key is not None and all(a is x for a, x in zip(arrays, args)
                                    if type(x) is np.ndarray):
             executable = lowered.executable
-            self._fast[key] = (getattr(executable, "run", executable), _rebuilder(out_tree))
+            fast = self._fast_by_backend.setdefault(backend, {})
+            fast[key] = (getattr(executable, "run", executable), _rebuilder(out_tree))
+            self._fast_plain = backend == (self.backend or _DEFAULT_BACKEND)   # env var unset
+            self._fast_backend, self._fast = backend, fast
         return unflatten(out_tree, lowered.executable(arrays))
 
     def lower(self, *args) -> Lowered:
@@ -216,7 +233,7 @@ class Jitted:
         return len(self._entries)
 
 
-_FAST_SCALARS = (float, int, bool)
+_FAST_SCALARS = frozenset((float, int, bool))
 
 
 def _env_reader(name: str):
@@ -240,9 +257,16 @@ def _env_reader(name: str):
 _forced_backend = _env_reader("FUSEGRAD_BACKEND")
 
 
-def _fast_key(args, backend):
-    """A cache key for positional args that are all ndarrays or Python scalars, else None."""
-    key = [backend]
+def _fast_key(args):
+    """A cache key for positional args that are all ndarrays or Python scalars, else None:
+    the type of a scalar, (dtype, shape) of an array."""
+    if len(args) == 1:
+        a = args[0]
+        t = type(a)
+        if t is float or t is int or t is bool:
+            return t
+        return (a.dtype, a.shape) if t is np.ndarray else None
+    key = []
     for a in args:
         t = type(a)
         if t is np.ndarray:
@@ -277,13 +301,6 @@ def _rebuilder(treedef):
         return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
 
     return eval(f"lambda o: {expr(treedef, [0])}", consts)
-
-
-def _in_eager_transform() -> bool:
-    global _in_eager_transform
-    from .transforms import in_eager_transform
-    _in_eager_transform = in_eager_transform       # import once, then call directly
-    return in_eager_transform()
 
 
 def _differentiating_eagerly(args) -> bool:

@@ -95,8 +95,15 @@ def positive(x):
     return x
 
 
+def _is_bool(x) -> bool:
+    t = type(x)     # Python numbers first: this runs on every add and multiply
+    if t is float or t is int:
+        return False
+    return t is bool or _dtype(x).kind == "b"
+
+
 def _both_bool(x, y) -> bool:
-    return _dtype(x) == np.bool_ and _dtype(y) == np.bool_
+    return _is_bool(x) and _is_bool(y)
 
 
 def _bool_as(logical, numeric):

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
-import threading
 
 import numpy as np
 
@@ -30,14 +29,14 @@ from . import numpy as fnp
 from .ir.core import Op
 from .passes import autodiff
 from .runtime import engine
-from .runtime.grad_mode import enable_grad
+from .runtime.grad_mode import eager_transforms, enable_grad
 from .runtime.signature import leaf_type
 from .runtime.tensor import Tensor, tensor
 from .tracer.tracer import Tracer, inline, is_tracing, trace_flat
 from .tracer.tracer import _current as current_trace
 from .tree import flatten, num_leaves, unflatten
 
-_local = threading.local()
+_local = eager_transforms      # a threading.local with a class default: reads never raise
 
 
 def in_eager_transform() -> bool:
@@ -46,12 +45,12 @@ def in_eager_transform() -> bool:
     Then a jitted function called inside must run eagerly, or its result would be a constant
     to the enclosing differentiation.
     """
-    return getattr(_local, "depth", 0) > 0
+    return _local.depth > 0
 
 
 @contextlib.contextmanager
 def _eager_scope():
-    _local.depth = getattr(_local, "depth", 0) + 1
+    _local.depth += 1
     try:
         with enable_grad():
             yield
@@ -210,11 +209,11 @@ def _value_and_grad(fun, args, kwargs, argnums, has_aux, who):
     nums = _argnums(argnums, len(args), who)
     for i in nums:
         _check_float_leaves(args[i], i, who)
-    if is_tracing():
-        with _gc_paused():
+    with _gc_paused():      # the tape, like a trace, is many small objects alive until the end
+        if is_tracing():
             value, aux, grads = _traced_value_and_grad(fun, args, kwargs, nums, has_aux, who)
-    else:
-        value, aux, grads = _eager_value_and_grad(fun, args, kwargs, nums, has_aux, who)
+        else:
+            value, aux, grads = _eager_value_and_grad(fun, args, kwargs, nums, has_aux, who)
     return value, aux, (grads[0] if isinstance(argnums, int) else tuple(grads))
 
 
@@ -229,11 +228,13 @@ def _replace_args(args, nums, new) -> list:
 
 @contextlib.contextmanager
 def _gc_paused():
-    """Suspend the cyclic garbage collector while building IR.
+    """Suspend the cyclic garbage collector while building IR or an eager tape.
 
-    Tracing allocates millions of small acyclic objects (Values, Ops, tracers); CPython's
-    generational collector rescans them again and again, which doubles the time to
-    differentiate a 100 000-op program. Reference counting still frees everything.
+    Tracing allocates millions of small acyclic objects (Values, Ops, tracers), and the tape
+    one Node, Tensor and closure per op; CPython's generational collector rescans them again
+    and again, which doubles the time to differentiate a 100 000-op program (and the eager
+    engine's time per op). Reference counting still frees everything; a cycle made by the
+    user's function waits for the next collection after the transform.
     """
     if not gc.isenabled():
         yield

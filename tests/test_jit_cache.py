@@ -206,6 +206,21 @@ def test_fusegrad_backend_chooses_the_default(monkeypatch):
         jitted(np.ones(2))
 
 
+def test_the_fast_path_follows_fusegrad_backend_set_after_the_first_call(monkeypatch):
+    seen = []
+    jitted = fg.jit(lambda x: seen.append(type(x)) or x * 2, backend=None)
+    jitted(1.5)
+    jitted(1.5)                                     # the fast path, default backend
+    monkeypatch.setenv("FUSEGRAD_BACKEND", "eager")
+    assert jitted(1.5) == 3.0 and seen[-1] is float  # eager: the Python function runs
+    monkeypatch.setenv("FUSEGRAD_BACKEND", "interp")
+    jitted(1.5)
+    jitted(1.5)
+    monkeypatch.delenv("FUSEGRAD_BACKEND")
+    jitted(1.5)
+    assert len(seen) == 3 and jitted.cache_size == 2  # one trace per backend, no more
+
+
 def test_eager_backend_argument():
     f = Counted()
     jitted = fg.jit(f, backend="eager")

@@ -1,5 +1,16 @@
 """The numba backend: fused loop kernels emitted as Python source, compiled by Numba, cached
-on disk. `compile_numba(fn)` turns a traced Function into an Executable."""
+on disk. `compile_numba(fn)` turns a traced Function into an Executable.
+
+Reproducibility: on one machine results are bit-identical from run to run and for any thread
+count. Parallel kernels split their work into fixed-size chunks (or rows) whose partial
+reductions are folded in a fixed order, independent of how many threads ran them. Across
+machines the last bits of reductions may differ: kernels with a reduction allow reassociation
+(fastmath 'reassoc') so LLVM can vectorize the accumulation, and the vector width it picks
+(AVX-512, AVX2, SSE) decides the order of the additions.
+
+Buffers: the runner keeps the arrays a call allocated in a pool and hands one to the next call
+only when the pool holds the last reference to it, so results the caller keeps are never
+overwritten and workspace is not allocated (and page-faulted) again on every call."""
 
 from .compile import Executable, cache_dir, compile_numba, njit_options
 

@@ -36,6 +36,7 @@ from ..passes.fusion import fuse
 from ..passes.memory import plan_memory
 from ..runtime.interpreter import apply
 from ..runtime.signature import log_compile
+from . import straight
 from .emit import ModuleSource
 
 FIXED_MTIME = 1_000_000_000          # every writer gives the module file the same stamp
@@ -106,6 +107,11 @@ def compile_numba(fn, parallel: bool | None = None, optimized: bool = False) -> 
     """Optimize fn (unless `optimized`), fuse it and compile the result with Numba."""
     from ..passes.pipeline import optimize
     ir = fn if optimized else optimize(fn)
+    if straight.supports(ir):
+        try:
+            return _compile_straight(ir)
+        except Exception as e:  # noqa: BLE001 - Numba compiles it too, only slower
+            log_compile(f"straight-line LLVM failed for {ir.name} ({e}); using Numba")
     fusion = fuse(ir)
     parallel = parallel_default() if parallel is None else parallel
     ms = ModuleSource(fusion, plan_memory(fusion), njit_options, parallel)
@@ -120,6 +126,17 @@ def compile_numba(fn, parallel: bool | None = None, optimized: bool = False) -> 
            *[_host(op) for op in ms.hosts])
     return Executable(ir, text, ms.kernel_count, fusion.clusters, module.make_run(env), path,
                       fusion)
+
+
+def _compile_straight(ir) -> Executable:
+    """A long all-scalar function: one LLVM block of arithmetic, no Numba (see straight.py)."""
+    start = time.perf_counter()
+    run, text = straight.compile_straight(ir)
+    if os.environ.get("FUSEGRAD_DEBUG", "") >= "3":
+        print(f"// ---- generated LLVM IR for @{ir.name} ----\n{text}")
+    log_compile(f"compile {ir.name}: straight-line LLVM, {len(ir.ops)} ops, "
+                f"{time.perf_counter() - start:.3f} s")
+    return Executable(ir, text, 1, None, run, None, None)
 
 
 def _const(fusion, v) -> np.ndarray:

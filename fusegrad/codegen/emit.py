@@ -26,7 +26,7 @@ from .templates import MATH_FUNCS, literal, mathlib_funcs
 
 SIZE_PARAMS = ("shape", "start", "stop", "step", "low", "high", "interior")
 RESERVED = {"np", "math", "numba", "prange", "D", "C", "env", "leaves", "run", "make_run", "r",
-            "bmm", "ipow", "entry"}
+            "bmm", "ipow", "entry", "pool", "getrefcount"}
 GENERATED = re.compile(r"(v|d|c|i|k|seg|host|r)\d+(_\w*)?\Z|.*_(out|best|take)\Z")
 SYMBOL = re.compile(r"\b([dc])(\d+)\b")
 
@@ -135,6 +135,8 @@ class ModuleSource:
         self.kernel_count = 0
         self.hosts: list = []          # host step ops, in order
         self.segment_args: dict = {}   # segment name -> (values, uses D, uses C)
+        self.pooled: list = []         # values whose fresh buffers the runner keeps in its pool
+        self.seg_pooled: list = []     # the pooled values of the segment being built
         self.consts = [op.out for op in fn.ops
                        if op.prim == "constant" and fusion.kind[op.out] == CONST]
         order = list(fn.params) + self.consts + [op.out for op in fn.ops]
@@ -155,9 +157,16 @@ class ModuleSource:
         args = symbols + [self.names[v] for v in src.inputs] + \
             [f"{self.names[v]}_out" for v in outputs]
         opts = self.options("kernel", reduction=src.has_reduction,
-                            parallel=self.parallel and not src.serial)
+                            parallel=src.chunked or src.parallel_rows)
         doc = (f'    """kernel {name[1:]}: {len(k.ops)} ops over {_dom(k, self.syms)}, '
                f'{src.passes} pass{"es" if src.passes > 1 else ""}"""')
+        if src.chunked:
+            body = body.replace("ARGS)", f"{', '.join(args)})")
+            chunk_opts = self.options("kernel", reduction=src.has_reduction)
+            self.functions.append(f"@numba.njit({_options(chunk_opts)})\n"
+                                  f"def {name}_chunk(lo, hi, {', '.join(args)}):\n"
+                                  f'    """kernel {name[1:]} over elements lo:hi"""\n'
+                                  f"{src.chunk_body}")
         self.functions.append(f"@numba.njit({_options(opts)})\n"
                               f"def {name}({', '.join(args)}):\n{doc}\n{body}")
         call_args = symbols + [self.names[v] for v in src.inputs] + \
@@ -203,7 +212,9 @@ class ModuleSource:
         if reuse is not None:
             return f"{self.names[v]} = {self.names[reuse]}  # reuses the buffer of " \
                    f"{self.describe.names[reuse]}"
-        return f"{self.names[v]} = np.empty({self.shape(v.shape)}, np.{_np_name(v.dtype)})"
+        self.pooled.append(v)
+        self.seg_pooled.append(v)
+        return f"# {self.names[v]}: a pooled {self.describe.type(v)} buffer, passed in by run"
 
     def shape(self, shape) -> str:
         items = [self.syms.dim(n) for n in shape]
@@ -279,7 +290,7 @@ class ModuleSource:
         return out
 
     def segment(self, name, nodes, defined, outs) -> str:
-        body = []
+        body, self.seg_pooled = [], []
         for node in nodes:
             if isinstance(node, Kernel):
                 body += [self.alloc(v) for v in self.fusion.outputs[node] if v.shape != ()]
@@ -295,6 +306,7 @@ class ModuleSource:
         used = _symbols("\n".join(body))
         reads = sorted(_unique(v for n in nodes for v in self.fusion.reads(n) if v in defined),
                        key=self.position.__getitem__)
+        reads += self.seg_pooled
         args = [self.names[v] for v in reads]
         head = []
         for v in reads:
@@ -328,8 +340,8 @@ class ModuleSource:
         for r in fn.results:
             text = names[r]
             if r.shape == ():           # numba returns Python scalars; float32 needs its dtype
-                text = f"np.array({text}, np.float32)" if r.dtype == "f32" else \
-                    f"np.array({text})"
+                text = f"np.asarray({text}, np.float32)" if r.dtype == "f32" else \
+                    f"np.asarray({text})"
             elif self.fusion.kind[r] in (PARAM, CONST) or self.aliases_input(r):
                 text = f"{text}.copy()"
             results.append(text)
@@ -337,14 +349,35 @@ class ModuleSource:
             [f"host{i}" for i in range(len(self.hosts))]
         run = ["def make_run(env):",
                f"    {', '.join(env)}, = env",
+               *["    " + line for line in self.pool_setup()],
                "",
                "    def run(leaves):",
-               *["        " + line for line in unpack + runner],
+               *["        " + line for line in unpack + self.take_buffers() + runner],
                f"        return [{', '.join(results)}]",
                "",
                "    return run"]
         return "\n".join(self.imports() + ["", ""] + ["\n\n\n".join(self.functions)]
                          + ["", ""] + run) + "\n"
+
+    def pool_setup(self) -> list:
+        """The runner's pool: one slot per fresh buffer, kept from call to call."""
+        if not self.pooled:
+            return []
+        dims = _symbols("\n".join(self.shape(v.shape) for v in self.pooled))
+        return [f"{d} = int(D[{d[1:]}])" for d in dims] + [f"pool = [None] * {len(self.pooled)}"]
+
+    def take_buffers(self) -> list:
+        """Reuse the buffer of the last call only when the pool holds the one reference left
+        (getrefcount sees the pool, the local and its argument): a result the caller still
+        holds, or a view of it (through .base), keeps its buffer out of reach."""
+        lines = []
+        for i, v in enumerate(self.pooled):
+            n = self.names[v]
+            lines += [f"{n} = pool[{i}]",
+                      f"if {n} is None or getrefcount({n}) > 3:",
+                      f"    {n} = pool[{i}] = np.empty({self.shape(v.shape)}, "
+                      f"np.{_np_name(v.dtype)})"]
+        return lines
 
     def aliases_input(self, v) -> bool:
         node = self.fusion.buffer_of(v)
@@ -357,8 +390,8 @@ class ModuleSource:
 
     def imports(self) -> list:
         called = set(re.findall(r"\b(\w+)\(", "\n".join(self.functions)))
-        lines = ["import math", "", "import numba", "import numpy as np",
-                 "from numba import prange", ""]
+        lines = ["import math", "from sys import getrefcount", "", "import numba",
+                 "import numpy as np", "from numba import prange", ""]
         funcs = mathlib_funcs() or {}
         used = [(p, dt) for p in MATH_FUNCS for dt in ("f64", "f32")
                 if (p, dt) in funcs and f"{p}_{dt}" in called]

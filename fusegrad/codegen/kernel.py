@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from ..ir.primitives import ELEMENTWISE
 from ..passes.fusion import INLINE, Kernel
+from .chunks import PARALLEL_MIN, only_indexes, render_chunks
 from .index_maps import INDEX_RULES, ZERO, Expr
 from .templates import (
     MATH_FUNCS,
@@ -53,6 +54,7 @@ class KernelSource:
         self.identity = tuple(self.loop_var(a) if n != 1 else ZERO
                               for a, n in enumerate(kernel.domain))
         self.memo: dict = {}
+        self.scratch: dict = {}      # (value, index) -> its per-row scratch array (scratchable)
         self.value_names: dict = {}
         self.copies: dict = {}
         self.inputs: dict = {}
@@ -63,6 +65,15 @@ class KernelSource:
         self.cur = 0
         self.has_reduction = False
         self.serial = False          # an accumulator spans the outer loop: no prange
+        self.accs: list = []         # (name, prim, np dtype) of accumulators over the whole nest
+        self.chunkable = not kernel.split and len(self.loops) == 1
+        self.chunked = False         # decided by render(): see chunks.py
+        self.row_parts: list = []    # (name, prim, np dtype) of reductions folded per row
+        size = 1
+        for n in kernel.domain:
+            size *= n
+        self.rows = bool(kernel.split) and size >= PARALLEL_MIN and \
+            kernel.domain[self.loops[0]] >= 2
         calls = sum(op.prim in MATH_FUNCS for op in kernel.ops)
         self.vectorized = bool(self.loops) and calls <= MATHLIB_MAX_CALLS
 
@@ -173,6 +184,9 @@ class KernelSource:
         e = self.memo.get(key)
         if e is not None and (e.pass_ is None or e.pass_ == self.cur):
             return e
+        if e is not None and (key in self.scratch or self.scratchable(v, index, e)):
+            e = self.memo[key] = self.from_scratch(key, v, e)
+            return e
         op = self.members.get(v)
         if op is not None and self.fusion.role[op] == "reduce":
             raise AssertionError(f"codegen: {self.names[v]} read at [{key[1]}] before its "
@@ -184,6 +198,24 @@ class KernelSource:
             e = self.load(v, index)
         self.memo[key] = e
         return e
+
+    def scratchable(self, v, index, e) -> bool:
+        """A math call computed in an earlier pass over the row is kept in a row-sized scratch
+        array instead of being computed again (a softmax's exp, once instead of three times)."""
+        op = self.members.get(v) or self.fusion.producer.get(v)
+        return op is not None and op.prim in MATH_FUNCS and self.split >= 1 and \
+            len(self.loops) == self.split + 1 and index == self.identity and \
+            e.depth == len(self.loops) and e.text == self.value_names.get((v, _join(index)))
+
+    def from_scratch(self, key, v, e) -> Expr:
+        inner = self.loop_var(self.loops[-1]).text
+        row = self.scratch.get(key)
+        if row is None:
+            row = self.scratch[key] = f"{e.text}_row"
+            n = self.syms.dim(self.k.domain[self.loops[-1]])
+            self.put(f"{row} = np.empty({n}, np.{v.type.np_dtype.name})", self.split, 0)
+            self.put(f"{row}[{inner}] = {e.text}", e.depth, e.pass_)
+        return Expr(f"{row}[{inner}]", e.depth, e.avail, self.cur)
 
     def load(self, v, index) -> Expr:
         name = self.names[v]
@@ -253,13 +285,26 @@ class KernelSource:
             self.serial = True
             self.array_reduce(op, e, kept_index, pos, last, phase)
 
+    def row_partials(self, op) -> bool:
+        """Whether a reduction over everything in a large row kernel folds one partial per row
+        (folded in row order after the loop), so the rows can run under prange."""
+        ks = self.k.ops
+        return self.rows and op.prim not in ("argmax", "argmin") and op.out.shape == () and \
+            not any(op.out in other.inputs for other in ks)
+
     def scalar_reduce(self, op, e, depth, kept_index, pos, last, p):
         v, prim, dtype = op.out, op.prim, op.inputs[0].dtype
         acc = self.names[v]
-        if depth == 0 and self.loops:
+        if depth == 0 and self.loops and self.row_partials(op):
+            depth = 1
+            self.row_parts.append((acc, prim, op.out.type.np_dtype.name))
+            self.put(f"{acc}_part[i{self.loops[0]}] = {acc}", depth, p, "post")
+        elif depth == 0 and self.loops:
             self.serial = True
+            self.accs.append((acc, prim, op.out.type.np_dtype.name))
         comment = self.describe(op)
         if prim in ("argmax", "argmin"):
+            self.chunkable = False
             best, take = f"{acc}_best", f"{acc}_take"
             cmp = ">" if prim == "argmax" else "<"
             self.put(f"{best} = {reduction_init(prim, dtype)}", depth, p)
@@ -326,15 +371,29 @@ class KernelSource:
         return [op.out for op in self.k.ops if op.out in self.returns]
 
     def render(self) -> str:
-        body = self.prologue + self.outer(0)
+        if self.chunkable and not self.prologue and len(self.phases) == 1 and \
+                self.k.domain[self.loops[0]] >= PARALLEL_MIN and \
+                set(self.returns.values()) <= {a for a, _, _ in self.accs} and \
+                only_indexes(self.phases[0], f"i{self.loops[0]}"):
+            return render_chunks(self)
+        n = self.syms.dim(self.k.domain[self.loops[0]]) if self.loops else "1"
+        parts = [f"{a}_part = np.empty({n}, np.{dt})" for a, _, dt in self.row_parts]
+        body = parts + self.prologue + self.outer(0)
+        for a, prim, _ in self.row_parts:
+            body += [f"{a} = {a}_part[0]", f"for r in range(1, {n}):",
+                     "    " + reduction_update(prim, a, f"{a}_part[r]")]
         if self.returns:
             body.append(f"return {', '.join(self.returns[v] for v in self.scalar_outputs)}")
         return "\n".join(_indent(body))
 
+    @property
+    def parallel_rows(self) -> bool:
+        return (self.parallel or self.rows) and not self.serial
+
     def loop(self, axis, body, outermost=False) -> list:
         if not body:
             return []
-        rng = "prange" if outermost and self.parallel and not self.serial else "range"
+        rng = "prange" if outermost and self.parallel_rows else "range"
         return [f"for i{axis} in {rng}({self.syms.dim(self.k.domain[axis])}):",
                 *_indent(body)]
 

@@ -19,6 +19,13 @@ class _State(threading.local):
 _state = _State()
 
 
+class _EagerTransforms(threading.local):
+    depth = 0       # eager grad/vjp evaluations under way in this thread (see transforms.py)
+
+
+eager_transforms = _EagerTransforms()
+
+
 def is_grad_enabled() -> bool:
     """Whether operations on eager tensors record history in this thread."""
     return _state.enabled

@@ -26,14 +26,7 @@ from ..tracer.location import user_location
 from . import hooks
 from .grad_mode import _state as _grad_state
 from .graph import Node, SavedTensor, _Meta, _reads_cache, gradient_edge, rule_reads
-from .interpreter import apply, impl_rules
-
-try:  # NumPy 2's error state is a context variable; np.errstate() costs ~1 us per op
-    from numpy._core._ufunc_config import _extobj_contextvar as _errstate_var
-    with np.errstate(all="ignore"):
-        _IGNORE_ERRORS = _errstate_var.get()
-except (ImportError, AttributeError):  # pragma: no cover - other NumPy versions
-    _errstate_var = None
+from .interpreter import apply
 
 _VIEW_PRIMS = frozenset(("reshape", "transpose", "slice", "broadcast_in_dim"))
 _NO_INPUT = (None, None, None)
@@ -72,7 +65,7 @@ class Tensor(ArrayMethods):
     # -- dispatch: every primitive on a Tensor lands here -------------------------------------
     @classmethod
     def _fg_bind(cls, prim, args, params):
-        data = _compute(prim, [a.data if isinstance(a, Tensor) else a for a in args], params)
+        data = apply(prim, [a.data if isinstance(a, Tensor) else a for a in args], params)
         out = _wrap(data)
         if prim in _VIEW_PRIMS and np.may_share_memory(data, args[0].data):
             out._version = args[0]._vc()
@@ -245,17 +238,6 @@ class Tensor(ArrayMethods):
             ufunc(self.data, value, out=self.data, casting="same_kind")
         self._vc().bump(op, user_location(full=True))
         return self
-
-
-def _compute(prim, args, params) -> np.ndarray:
-    """interpreter.apply (NumPy, floating-point warnings off), minus the cost of np.errstate."""
-    if _errstate_var is None:
-        return apply(prim, args, params)
-    token = _errstate_var.set(_IGNORE_ERRORS)
-    try:
-        return np.asarray(impl_rules[prim](*args, **params))
-    finally:
-        _errstate_var.reset(token)
 
 
 def _init(t, data, requires_grad=False):

@@ -23,18 +23,22 @@ from ..methods import ArrayMethods
 from ..tree import flatten
 from .location import user_location
 
-_state = threading.local()
+class _State(threading.local):
+    stack = None        # a class default, so the first read in a thread does not raise
+
+
+_state = _State()
 
 
 def _stack() -> list:
-    stack = getattr(_state, "stack", None)
+    stack = _state.stack
     if stack is None:
         stack = _state.stack = []
     return stack
 
 
 def is_tracing() -> bool:
-    return bool(_stack())
+    return bool(_state.stack)
 
 
 class ConcretizationError(TypeError):

@@ -1,0 +1,64 @@
+"""Large 1-D kernels as fixed-size chunks under prange, with reproducible reductions.
+
+Each chunk runs the serial loop of the kernel over its elements in a function of its own (so
+LLVM vectorizes it as it would a serial kernel) and returns its partial reductions, stored by
+chunk number; after the parallel loop the partials are folded in chunk order. The chunk size is
+a constant, never derived from the thread count, so the bits of every result are the same for
+any number of threads and any schedule. The loop variable is unsigned inside a chunk: with a
+signed index Numba checks for negative (wraparound) indices, and LLVM, unable to prove the
+start of the range non-negative, stops vectorizing.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .templates import reduction_update
+
+CHUNK = 2 ** 14            # elements per chunk of a parallel 1-D kernel: fixed, so are the bits
+PARALLEL_MIN = 2 ** 15     # smaller nests stay serial: waking the thread pool costs more
+
+
+def only_indexes(ph, i: str) -> bool:
+    """Whether the loop variable appears only as a whole index in a phase's lines, so it may
+    be unsigned (arithmetic mixing uint64 and int64 would give floats)."""
+    lines = [*ph.pre, *ph.post, *[x for t in (ph.inner_pre, ph.inner_post)
+                                  for ls in t.values() for x in ls]]
+    code = "\n".join(line.split("  # ")[0] for line in lines)
+    return len(re.findall(rf"\b{i}\b", code)) == code.count(f"[{i}]")
+
+
+def render_chunks(src) -> str:
+    """The body of src's kernel as the parallel loop over chunks; sets src.chunk_body, the
+    body of the chunk function, whose call takes the kernel's arguments in place of ARGS."""
+    src.chunked = src.serial = True
+    (ph,) = src.phases
+    n, i = src.syms.dim(src.k.domain[src.loops[0]]), f"i{src.loops[0]}"
+    accs = [a for a, _, _ in src.accs]
+    chunk = ph.pre + ["for j in range(hi - lo):",
+                      f"    {i} = numba.uint64(lo + j)  # unsigned: no wraparound checks",
+                      *_indent(src.inner(ph, 1))]
+    if accs:
+        chunk.append(f"return {', '.join(accs)}")
+    src.chunk_body = "\n".join(_indent(chunk))
+    call = f"{src.name}_chunk(lo, min(lo + {CHUNK}, {n}), ARGS)"
+    body = [f"lo = c * {CHUNK}"]
+    if accs:
+        body += [f"{', '.join(accs)} = {call}"]
+        body += [f"{a}_part[c] = {a}" for a in accs]
+    else:
+        body.append(call)
+    lines = [f"chunks = ({n} + {CHUNK - 1}) // {CHUNK}"]
+    lines += [f"{a}_part = np.empty(chunks, np.{dt})" for a, _, dt in src.accs]
+    lines += ["for c in prange(chunks):", *_indent(body)]
+    for a, prim, _ in src.accs:
+        lines += [f"{a} = {a}_part[0]", "for c in range(1, chunks):",
+                  "    " + reduction_update(prim, a, f"{a}_part[c]")]
+    lines += ph.post
+    if src.returns:
+        lines.append(f"return {', '.join(src.returns[v] for v in src.scalar_outputs)}")
+    return "\n".join(_indent(lines))
+
+
+def _indent(lines) -> list:
+    return ["    " + line for line in lines]
