@@ -55,7 +55,8 @@ class Symbols:
             return self.dim(value) if value > 0 else f"(-{self.dim(-value)})"
         if dtype in ("f32", "f64"):
             v = float(value)
-            if not math.isnan(v) and (v in self.reciprocals or (v.is_integer() and abs(v) in self.sizes)):
+            size_like = v in self.reciprocals or (v.is_integer() and abs(v) in self.sizes)
+            if not math.isnan(v) and size_like:
                 name = self.floats.setdefault(v, f"c{len(self.floats)}")
                 return f"np.float32({name})" if dtype == "f32" else name
         return literal(value, dtype)

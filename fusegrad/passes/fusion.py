@@ -4,8 +4,8 @@ A kernel is one loop nest over a domain (a shape). Its members are the elementwi
 shape ("full"), the reductions and scatters that consume values of that shape ("reduce",
 "scatter"), and, after a reduction over the trailing loops, the per-row ops that use its result
 ("row") and reductions of those across rows ("row_reduce"): the kernel then makes several
-passes over each row, so a softmax reads a row from memory once. Values a kernel computes stay in registers unless another node or the caller needs
-them.
+passes over each row, so a softmax reads a row from memory once. Values a kernel computes
+stay in registers unless another node or the caller needs them.
 
 Index maps of values already in memory (broadcast_in_dim, transpose, slice, pad, concatenate,
 take, take_along_axis, reshapes that only add or drop unit axes) are "inline": they compute
