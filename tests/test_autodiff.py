@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import fusegrad as fg
+from domains import Domains
 from fusegrad import lax
 from fusegrad.formulas import NON_DIFFERENTIABLE, vjp_rules
 from fusegrad.ir.types import TensorType
@@ -167,25 +168,10 @@ def test_long_chain_ir_differentiates_without_recursion():
 
 # -- the VJP inner-product identity, per primitive ---------------------------------------------
 
-rng = np.random.default_rng(7)
-
-
-def normal(*shape):
-    return rng.standard_normal(shape)
-
-
-def positive(*shape):
-    return rng.uniform(0.5, 2.5, shape)
-
-
-def away_from_zero(*shape):
-    x = rng.standard_normal(shape)
-    return np.where(x >= 0, x + 0.3, x - 0.3)
-
-
-def distinct(*shape):
-    n = int(np.prod(shape))
-    return (rng.permutation(n) * 0.1 - n * 0.05 + 0.01).reshape(shape)
+_domains = Domains(seed=7, margin=0.3)
+rng = _domains.rng
+normal, positive = _domains.normal, _domains.positive
+away_from_zero, distinct = _domains.away_from_zero, _domains.distinct
 
 
 IDX = np.array([2, 0, 2, 1])

@@ -9,6 +9,7 @@ the gradient function built with create_graph=True.
 import numpy as np
 import pytest
 
+from domains import Domains
 from fusegrad import lax
 from fusegrad.formulas import (
     NON_DIFFERENTIABLE,
@@ -24,26 +25,10 @@ from fusegrad.runtime.gradcheck import gradcheck
 from fusegrad.runtime.graph import rule_reads
 from fusegrad.runtime.tensor import Tensor, tensor
 
-rng = np.random.default_rng(1234)
-
-
-def normal(*shape):
-    return rng.standard_normal(shape)
-
-
-def positive_input(*shape):
-    return rng.uniform(0.5, 2.5, shape)
-
-
-def away_from_zero(*shape):
-    x = rng.standard_normal(shape)
-    return np.where(x >= 0, x + 0.2, x - 0.2)
-
-
-def distinct(*shape):
-    """Values at least 0.1 apart, in random order: no ties within eps."""
-    n = int(np.prod(shape))
-    return rng.permutation(np.arange(n) * 0.1 - n * 0.05).reshape(shape) + 0.01
+_domains = Domains(seed=1234, margin=0.2)
+rng = _domains.rng
+normal, positive_input = _domains.normal, _domains.positive
+away_from_zero, distinct = _domains.away_from_zero, _domains.distinct
 
 
 IDX = np.array([2, 0, 2, 1])

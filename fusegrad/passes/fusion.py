@@ -356,11 +356,7 @@ class _Fuser:
                 (prim not in ELEMENTWISE and prim not in ("broadcast_in_dim", "reshape")):
             return None
         consumed = [self.producer[v] for v, w in rows if w == "reduce"]
-        for r in consumed:
-            s = self.row_split(r)
-            if s is None or (split is not None and s != split):
-                return None
-            split = s
+        split = self.common_split(consumed, split)
         if split is None:
             return None
         outer = self.loops_of(kdom)[:split]
@@ -377,16 +373,21 @@ class _Fuser:
             return None
         return "row", consumed, split
 
+    def common_split(self, reductions, split):
+        """The row split the reductions (and `split`, when set) share; None if they differ."""
+        for r in reductions:
+            s = self.row_split(r)
+            if s is None or (split is not None and s != split):
+                return None
+            split = s
+        return split
+
     def row_reduce_role(self, op: Op, where: str, kdom, split):
         """A reduction of a per-row value (say, a sum of row losses) accumulates across rows
         in the same kernel; its result is only for later nodes."""
         x = op.inputs[0]
         consumed = [self.producer[x]] if where == "reduce" else []
-        for r in consumed:
-            s = self.row_split(r)
-            if s is None or (split is not None and s != split):
-                return None
-            split = s
+        split = self.common_split(consumed, split)
         if split is None:
             return None
         outer = self.loops_of(kdom)[:split]
