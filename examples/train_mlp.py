@@ -89,9 +89,9 @@ def write_ir(step_fn, params, x, y, out):
     with open(os.path.join(out, "grad_ir.txt"), "w") as f:
         f.write(str(lowered.traced) + "\n\n// optimized\n" + str(lowered.ir) + "\n")
     with open(os.path.join(out, "grad_ir.dot"), "w") as f:
-        f.write(lowered.ir.to_dot())
+        f.write(lowered.ir.to_dot(clusters=lowered.clusters))
     try:
-        lowered.ir.render(os.path.join(out, "grad_ir.svg"))
+        lowered.ir.render(os.path.join(out, "grad_ir.svg"), clusters=lowered.clusters)
     except RuntimeError as e:
         print(f"(no SVG: {e})")
     if lowered.source:

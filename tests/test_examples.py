@@ -35,5 +35,6 @@ def test_train_mlp_reaches_its_accuracy_and_writes_the_ir(tmp_path):
     assert "eager engine" in out and "time per step" in out
     text = (tmp_path / "grad_ir.txt").read_text()
     assert "func @" in text and "vjp[" in text
-    assert (tmp_path / "grad_ir.dot").read_text().startswith("digraph")
+    dot = (tmp_path / "grad_ir.dot").read_text()
+    assert dot.startswith("digraph") and "subgraph cluster_0" in dot   # kernels as clusters
     assert (tmp_path / "grad_ir.svg").exists()
