@@ -164,6 +164,7 @@ class Jitted:
         self._fast_by_backend: dict = {}     # backend -> {flat args key -> (run, rebuild)}
         self._fast: dict = {}       # the one of the backend last compiled for: no flattening
         self._fast_backend, self._fast_plain = None, False
+        self._by_keywords: dict = {}     # sorted keyword names -> a Jitted taking them last
 
     def _backend(self) -> str:
         forced = _forced_backend()
@@ -188,7 +189,9 @@ class Jitted:
                     self._last_sig = sig
         return entry
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            return self._call_with_keywords(args, kwargs)
         # The fast path: a signature seen before, with only ndarrays and Python scalars, no
         # trace or eager transform active, and the backend it was compiled for (a few ns each).
         fast = self._fast
@@ -201,6 +204,22 @@ class Jitted:
                 run, rebuild = fast
                 return rebuild(run(args))
         return self._call_slow(args)
+
+    def _call_with_keywords(self, args, kwargs):
+        """Keyword arguments are dynamic, like positional ones: they are passed last to a
+        Jitted of the same function, one per set of keyword names."""
+        names = tuple(sorted(kwargs))
+        jitted = self._by_keywords.get(names)
+        if jitted is None:
+            fun = self.fun
+
+            @functools.wraps(fun)
+            def positional(*all_args):
+                n = len(all_args) - len(names)
+                return fun(*all_args[:n], **dict(zip(names, all_args[n:])))
+            jitted = self._by_keywords[names] = Jitted(positional, self.static_argnums,
+                                                       self.backend)
+        return jitted(*args, *(kwargs[k] for k in names))
 
     def _call_slow(self, args):
         backend = self._backend()

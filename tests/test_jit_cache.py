@@ -227,3 +227,20 @@ def test_eager_backend_argument():
     jitted(np.ones(2))
     jitted(np.ones(2))
     assert f.calls == 2 and jitted.cache_size == 0
+
+
+def test_keyword_arguments_are_dynamic_and_cached():
+    traces = []
+
+    @fg.jit
+    def f(x, scale=2.0, shift=None):
+        traces.append(1)
+        return x * scale + (0.0 if shift is None else shift)
+
+    x = np.arange(3.0)
+    np.testing.assert_array_equal(f(x, scale=3.0), [0.0, 3.0, 6.0])
+    np.testing.assert_array_equal(f(x, scale=4.0), [0.0, 4.0, 8.0])    # same signature
+    assert len(traces) == 1
+    np.testing.assert_array_equal(f(x, shift=np.ones(3)), [1.0, 3.0, 5.0])
+    assert len(traces) == 2
+    np.testing.assert_array_equal(f(x), [0.0, 2.0, 4.0])
