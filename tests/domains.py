@@ -1,7 +1,12 @@
-"""Seeded input domains for gradient tests: values where every primitive is smooth, so no
-finite difference straddles a kink (the seed chapter's positive_input and away_from_zero)."""
+"""Seeded input domains for gradient tests (values where every primitive is smooth, so no
+finite difference straddles a kink: the seed chapter's positive_input and away_from_zero), and
+the table of one or more cases per differentiable primitive that the formula tests (gradcheck
+on the eager engine) and the autodiff tests (the VJP inner-product identity on the IR) share."""
 
 import numpy as np
+
+from fusegrad import lax
+from fusegrad.formulas import vjp_rules
 
 
 class Domains:
@@ -25,3 +30,74 @@ class Domains:
         """Values at least 0.1 apart, in random order: no ties within eps (for max/min)."""
         n = int(np.prod(shape))
         return (self.rng.permutation(n) * 0.1 - n * 0.05 + 0.01).reshape(shape)
+
+
+IDX = np.array([2, 0, 2, 1])
+IDX2 = np.array([[0, 2], [1, 1], [2, 0]])
+TARGETS = np.array([2, 0, 1, 1])
+
+
+def primitive_cases(d: Domains) -> dict:
+    """case -> (function of lax ops, inputs): one or more rows per differentiable primitive,
+    inputs drawn from d's domains. Several rows per prim where layouts differ."""
+    return {
+        "neg": (lax.neg, [d.normal(2, 3)]),
+        "abs": (lax.abs, [d.away_from_zero(2, 3)]),
+        "exp": (lax.exp, [d.normal(2, 3)]),
+        "log": (lax.log, [d.positive(2, 3)]),
+        "log1p": (lax.log1p, [d.positive(2, 3)]),
+        "expm1": (lax.expm1, [d.normal(2, 3)]),
+        "sqrt": (lax.sqrt, [d.positive(2, 3)]),
+        "rsqrt": (lax.rsqrt, [d.positive(2, 3)]),
+        "sin": (lax.sin, [d.normal(2, 3)]),
+        "cos": (lax.cos, [d.normal(2, 3)]),
+        "tanh": (lax.tanh, [d.normal(2, 3)]),
+        "logistic": (lax.logistic, [d.normal(2, 3)]),
+        "erf": (lax.erf, [d.normal(2, 3)]),
+        "add": (lax.add, [d.normal(2, 3), d.normal(3)]),
+        "sub": (lax.sub, [d.normal(2, 1), d.normal(3)]),
+        "mul": (lax.mul, [d.normal(2, 3), d.normal(3)]),
+        "div": (lax.div, [d.normal(2, 3), d.away_from_zero(2, 1)]),
+        "pow": (lax.pow, [d.positive(2, 3), d.normal(2, 3)]),
+        "pow_scalar": (lambda x: lax.pow(x, 3.0), [d.normal(2, 3)]),
+        "maximum": (lax.maximum, [d.distinct(2, 3), d.distinct(3) + 0.03]),
+        "minimum": (lax.minimum, [d.distinct(2, 3), d.distinct(3) + 0.03]),
+        "select": (lambda a, b: lax.select(np.array([True, False, True]), a, b),
+                   [d.normal(2, 3), d.normal(2, 3)]),
+        "convert": (lambda x: lax.convert(x, "f64"), [d.normal(2, 3)]),
+        "broadcast_in_dim": (lambda x: lax.broadcast_in_dim(x, (2, 4, 3), (0, 2)),
+                             [d.normal(2, 1)]),
+        "reshape": (lambda x: lax.reshape(x, (3, 2)), [d.normal(2, 3)]),
+        "transpose": (lambda x: lax.transpose(x, (2, 0, 1)), [d.normal(2, 3, 4)]),
+        "slice": (lambda x: lax.slice(x, (0, 1), (2, 6), (1, 2)), [d.normal(2, 7)]),
+        "pad": (lambda x: lax.pad(x, (1, 0), (0, 2), (0, 1)), [d.normal(2, 3)]),
+        "concatenate": (lambda a, b, c: lax.concatenate([a, b, c], 1),
+                        [d.normal(2, 1), d.normal(2, 3), d.normal(2, 2)]),
+        "take": (lambda x: lax.take(x, IDX, 1), [d.normal(2, 3)]),
+        "take_along_axis": (lambda x: lax.take_along_axis(x, IDX2, 1), [d.normal(3, 3)]),
+        "scatter_add": (lambda g: lax.scatter_add(IDX, g, 1, (2, 3)), [d.normal(2, 4)]),
+        "scatter_add_along_axis": (lambda g: lax.scatter_add_along_axis(IDX2, g, 1, (3, 4)),
+                                   [d.normal(3, 2)]),
+        "reduce_sum": (lambda x: lax.reduce_sum(x, (0, 2)), [d.normal(2, 3, 2)]),
+        "reduce_max": (lambda x: lax.reduce_max(x, (1,)), [d.distinct(2, 4)]),
+        "reduce_min": (lambda x: lax.reduce_min(x, (0, 1)), [d.distinct(2, 4)]),
+        "reduce_prod": (lambda x: lax.reduce_prod(x, (1,)), [d.away_from_zero(2, 4)]),
+        "cumsum": (lambda x: lax.cumsum(x, 1), [d.normal(2, 4)]),
+        "cumsum_reverse": (lambda x: lax.cumsum(x, 0, reverse=True), [d.normal(3, 2)]),
+        "matmul": (lax.matmul, [d.normal(2, 3), d.normal(3, 4)]),
+        "matmul_vec_left": (lax.matmul, [d.normal(3), d.normal(3, 4)]),
+        "matmul_vec_right": (lax.matmul, [d.normal(2, 3), d.normal(3)]),
+        "matmul_batched": (lax.matmul, [d.normal(2, 3, 4), d.normal(4, 2)]),
+        "softmax": (lambda x: lax.softmax(x, 1), [d.normal(2, 4)]),
+        "log_softmax": (lambda x: lax.log_softmax(x, 0), [d.normal(3, 2)]),
+        "logsumexp": (lambda x: lax.logsumexp(x, (1,)), [d.normal(2, 4)]),
+        "cross_entropy": (lambda x, t: lax.cross_entropy(x, t), [d.normal(4, 3), TARGETS]),
+        "layer_norm": (lambda x: lax.layer_norm(x, 1, 1e-5), [d.normal(2, 4)]),
+        "layer_norm_2d": (lambda x: lax.layer_norm(x, 2, 1e-3), [d.normal(2, 2, 3)]),
+        "gelu": (lambda x: lax.gelu(x, False), [d.normal(2, 3)]),
+        "gelu_tanh": (lambda x: lax.gelu(x, True), [d.normal(2, 3)]),
+    }
+
+
+def case_prim(case: str) -> str:
+    return case if case in vjp_rules else case.rsplit("_", 1)[0].replace("_vec", "")

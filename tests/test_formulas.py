@@ -9,7 +9,7 @@ the gradient function built with create_graph=True.
 import numpy as np
 import pytest
 
-from domains import Domains
+from domains import Domains, case_prim, primitive_cases
 from fusegrad import lax
 from fusegrad.formulas import (
     NON_DIFFERENTIABLE,
@@ -31,72 +31,8 @@ normal, positive_input = _domains.normal, _domains.positive
 away_from_zero, distinct = _domains.away_from_zero, _domains.distinct
 
 
-IDX = np.array([2, 0, 2, 1])
-IDX2 = np.array([[0, 2], [1, 1], [2, 0]])
-TARGETS = np.array([2, 0, 1, 1])
-
-# prim -> (function of tensors, inputs); several rows per prim where layouts differ
-CASES = {
-    "neg": (lax.neg, [normal(2, 3)]),
-    "abs": (lax.abs, [away_from_zero(2, 3)]),
-    "exp": (lax.exp, [normal(2, 3)]),
-    "log": (lax.log, [positive_input(2, 3)]),
-    "log1p": (lax.log1p, [positive_input(2, 3)]),
-    "expm1": (lax.expm1, [normal(2, 3)]),
-    "sqrt": (lax.sqrt, [positive_input(2, 3)]),
-    "rsqrt": (lax.rsqrt, [positive_input(2, 3)]),
-    "sin": (lax.sin, [normal(2, 3)]),
-    "cos": (lax.cos, [normal(2, 3)]),
-    "tanh": (lax.tanh, [normal(2, 3)]),
-    "logistic": (lax.logistic, [normal(2, 3)]),
-    "erf": (lax.erf, [normal(2, 3)]),
-    "add": (lax.add, [normal(2, 3), normal(3)]),
-    "sub": (lax.sub, [normal(2, 1), normal(3)]),
-    "mul": (lax.mul, [normal(2, 3), normal(3)]),
-    "div": (lax.div, [normal(2, 3), away_from_zero(2, 1)]),
-    "pow": (lax.pow, [positive_input(2, 3), normal(2, 3)]),
-    "pow_scalar": (lambda x: lax.pow(x, 3.0), [normal(2, 3)]),
-    "maximum": (lax.maximum, [distinct(2, 3), distinct(3) + 0.03]),
-    "minimum": (lax.minimum, [distinct(2, 3), distinct(3) + 0.03]),
-    "select": (lambda a, b: lax.select(np.array([True, False, True]), a, b),
-               [normal(2, 3), normal(2, 3)]),
-    "convert": (lambda x: lax.convert(x, "f64"), [normal(2, 3)]),
-    "broadcast_in_dim": (lambda x: lax.broadcast_in_dim(x, (2, 4, 3), (0, 2)),
-                         [normal(2, 1)]),
-    "reshape": (lambda x: lax.reshape(x, (3, 2)), [normal(2, 3)]),
-    "transpose": (lambda x: lax.transpose(x, (2, 0, 1)), [normal(2, 3, 4)]),
-    "slice": (lambda x: lax.slice(x, (0, 1), (2, 6), (1, 2)), [normal(2, 7)]),
-    "pad": (lambda x: lax.pad(x, (1, 0), (0, 2), (0, 1)), [normal(2, 3)]),
-    "concatenate": (lambda a, b, c: lax.concatenate([a, b, c], 1),
-                    [normal(2, 1), normal(2, 3), normal(2, 2)]),
-    "take": (lambda x: lax.take(x, IDX, 1), [normal(2, 3)]),
-    "take_along_axis": (lambda x: lax.take_along_axis(x, IDX2, 1), [normal(3, 3)]),
-    "scatter_add": (lambda g: lax.scatter_add(IDX, g, 1, (2, 3)), [normal(2, 4)]),
-    "scatter_add_along_axis": (lambda g: lax.scatter_add_along_axis(IDX2, g, 1, (3, 4)),
-                               [normal(3, 2)]),
-    "reduce_sum": (lambda x: lax.reduce_sum(x, (0, 2)), [normal(2, 3, 2)]),
-    "reduce_max": (lambda x: lax.reduce_max(x, (1,)), [distinct(2, 4)]),
-    "reduce_min": (lambda x: lax.reduce_min(x, (0, 1)), [distinct(2, 4)]),
-    "reduce_prod": (lambda x: lax.reduce_prod(x, (1,)), [away_from_zero(2, 4)]),
-    "cumsum": (lambda x: lax.cumsum(x, 1), [normal(2, 4)]),
-    "cumsum_reverse": (lambda x: lax.cumsum(x, 0, reverse=True), [normal(3, 2)]),
-    "matmul": (lax.matmul, [normal(2, 3), normal(3, 4)]),
-    "matmul_vec_left": (lax.matmul, [normal(3), normal(3, 4)]),
-    "matmul_vec_right": (lax.matmul, [normal(2, 3), normal(3)]),
-    "matmul_batched": (lax.matmul, [normal(2, 3, 4), normal(4, 2)]),
-    "softmax": (lambda x: lax.softmax(x, 1), [normal(2, 4)]),
-    "log_softmax": (lambda x: lax.log_softmax(x, 0), [normal(3, 2)]),
-    "logsumexp": (lambda x: lax.logsumexp(x, (1,)), [normal(2, 4)]),
-    "cross_entropy": (lambda x, t: lax.cross_entropy(x, t), [normal(4, 3), TARGETS]),
-    "layer_norm": (lambda x: lax.layer_norm(x, 1, 1e-5), [normal(2, 4)]),
-    "layer_norm_2d": (lambda x: lax.layer_norm(x, 2, 1e-3), [normal(2, 2, 3)]),
-    "gelu": (lambda x: lax.gelu(x, False), [normal(2, 3)]),
-    "gelu_tanh": (lambda x: lax.gelu(x, True), [normal(2, 3)]),
-}
-
-
-def _prim(case: str) -> str:
-    return case if case in vjp_rules else case.rsplit("_", 1)[0].replace("_vec", "")
+CASES = primitive_cases(_domains)
+_prim = case_prim
 
 
 def leaves(arrays):
