@@ -30,7 +30,8 @@ def main():
             gc.disable()
         for n in (1000, 10000, 50000):
             record, backward = np.median([run(n) for _ in range(5)], axis=0)
-            print(f"{label:6s} {n:6d} ops: record {record:.2f} us/op, backward {backward:.2f} us/op")
+            print(f"{label:6s} {n:6d} ops: record {record:.2f} us/op, "
+                  f"backward {backward:.2f} us/op")
     gc.enable()
 
 
