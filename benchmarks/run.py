@@ -105,8 +105,7 @@ def fusegrad_column(mode):
         return importlib.import_module("fusegrad.nn")
 
     def scalar(f):
-        g = vg(f, 0)
-        return lambda x: tuple(float(np.asarray(o)) for o in g(x))
+        return vg(f, 0)
 
     def w1(x, w, b):
         return np.sum(np.tanh(x * w + b) * (1 / (1 + np.exp(-x))))

@@ -29,7 +29,7 @@ from . import numpy as fnp
 from .ir.core import Op
 from .passes import autodiff
 from .runtime import engine
-from .runtime.grad_mode import eager_transforms, enable_grad
+from .runtime.grad_mode import add_busy, eager_transforms, enable_grad
 from .runtime.signature import leaf_type
 from .runtime.tensor import Tensor, tensor
 from .tracer.tracer import Tracer, inline, is_tracing, trace_flat
@@ -51,11 +51,13 @@ def in_eager_transform() -> bool:
 @contextlib.contextmanager
 def _eager_scope():
     _local.depth += 1
+    add_busy(1)
     try:
         with enable_grad():
             yield
     finally:
         _local.depth -= 1
+        add_busy(-1)
 
 
 # -- public API -----------------------------------------------------------------------------

@@ -114,8 +114,30 @@ def test_mlp_step_matmuls_are_blas_and_transposes_are_views():
     assert sum(s.kind == "blas" for s in steps) == 5      # 2 forward, 3 backward
     assert all(s.kind in ("blas", "view") for s in steps)
     assert len(fusion.kernels) <= 4
-    first = fusion.kernels[0]            # bias add, tanh and the saved 1 - h*h in one loop
+    first = fusion.kernels[0]            # bias add and tanh in one loop
     assert {"add", "tanh"} <= {op.prim for op in first.ops}
+    # 1 - h*h is computed where the backward pass multiplies by it, from h (stored for a
+    # matmul anyway), not stored by the first kernel and read back
+    h = next(op.out for op in first.ops if op.prim == "tanh")
+    assert fusion.outputs[first] == [h]
+    backward = next(k for k in fusion.kernels if any(op.prim == "mul" and h in op.inputs
+                                                     for op in k.ops))
+    assert backward is not first and h in fusion.reads(backward)
+
+
+def test_sinking_never_makes_a_kernel_read_more_buffers():
+    """An elementwise value read by one later kernel moves there only when that kernel reads
+    no more buffers than before: here moving a*b would trade one read for two."""
+    b = Builder("sink")
+    x, a, c = (b.param(TensorType("f64", (8,)), n) for n in "xac")
+    s = b.add1("sin", [x])
+    ab = b.add1("mul", [s, a])                # read by the second kernel only
+    r = b.add1("reduce_sum", [b.add1("add", [s, c])], {"axes": (0,)})
+    rb = b.add1("broadcast_in_dim", [r], {"shape": (8,), "dims": ()})
+    out = b.add1("mul", [ab, rb])
+    fusion = check_invariants(fuse(b.build([out, s])))
+    first = fusion.node_of[s]
+    assert fusion.node_of[ab] is first    # needs s and a: stays, the later kernel reads ab
 
 
 def test_index_maps_of_inputs_are_folded_into_loads():

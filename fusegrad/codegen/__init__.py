@@ -10,7 +10,17 @@ machines the last bits of reductions may differ: kernels with a reduction allow 
 
 Buffers: the runner keeps the arrays a call allocated in a pool and hands one to the next call
 only when the pool holds the last reference to it, so results the caller keeps are never
-overwritten and workspace is not allocated (and page-faulted) again on every call."""
+overwritten and workspace is not allocated (and page-faulted) again on every call.
+
+Threads: parallel kernels run on Numba's OpenMP pool and matmuls on NumPy's OpenBLAS pool. An
+OpenMP thread spins for a while after each parallel loop by default, and on a machine with few
+cores it takes the core an OpenBLAS thread needs (an MLP step with one parallel kernel ran
+3x slower on 2 cores), so OMP_WAIT_POLICY defaults to PASSIVE here, before Numba loads OpenMP;
+set it to override."""
+
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from .compile import Executable, cache_dir, compile_numba, njit_options
 

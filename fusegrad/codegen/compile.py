@@ -31,12 +31,11 @@ import numba
 import numpy as np
 
 from ..ir.core import Function
-
 from ..passes.fusion import fuse
 from ..passes.memory import plan_memory
 from ..runtime.interpreter import apply
 from ..runtime.signature import log_compile
-from . import straight
+from . import blas, straight
 from .emit import ModuleSource
 
 FIXED_MTIME = 1_000_000_000          # every writer gives the module file the same stamp
@@ -77,10 +76,11 @@ def cache_dir() -> Path:
 def versions() -> str:
     """Everything besides the text that decides the compiled code, as one header line."""
     import fusegrad
-    helpers = [(_HERE / name) for name in ("support.py", "mathlib.py")]
+    helpers = [(_HERE / name) for name in ("support.py", "mathlib.py", "blas.py")]
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in helpers if p.exists()))
     return (f"fusegrad {fusegrad.__version__}, numba {numba.__version__}, numpy {np.__version__},"
-            f" python {sys.version.split()[0]}, helpers {digest.hexdigest()[:16]}")
+            f" python {sys.version.split()[0]}, helpers {digest.hexdigest()[:16]},"
+            f" blas {blas.DESCRIPTION}")
 
 
 class Executable:

@@ -26,7 +26,7 @@ from .templates import MATH_FUNCS, literal, mathlib_funcs
 
 SIZE_PARAMS = ("shape", "start", "stop", "step", "low", "high", "interior")
 RESERVED = {"np", "math", "numba", "prange", "D", "C", "env", "leaves", "run", "make_run", "r",
-            "bmm", "ipow", "entry", "pool", "getrefcount"}
+            "bmm", "gemm", "ipow", "entry", "pool", "getrefcount"}
 GENERATED = re.compile(r"(v|d|c|i|k|seg|host|r)\d+(_\w*)?\Z|.*_(out|best|take)\Z")
 SYMBOL = re.compile(r"\b([dc])(\d+)\b")
 
@@ -226,7 +226,7 @@ class ModuleSource:
         ins = [self.names[v] for v in op.inputs]
         comment = f"  # {self.describe(op)}"
         if s.kind == "blas":
-            fn = "np.dot" if op.out.type.ndim == 2 else "bmm"
+            fn = "gemm" if op.out.type.ndim == 2 else "bmm"
             return f"{fn}({ins[0]}, {ins[1]}, {name}){comment}"
         if op.prim == "transpose" and not is_view(op):
             return f"{name} = {ins[0]}.T{comment}"
@@ -396,10 +396,13 @@ class ModuleSource:
         funcs = mathlib_funcs() or {}
         used = [(p, dt) for p in MATH_FUNCS for dt in ("f64", "f32")
                 if (p, dt) in funcs and f"{p}_{dt}" in called]
-        support = [n for n in ("stable_logistic_f64", "stable_logistic_f32", "ipow", "bmm")
+        support = [n for n in ("stable_logistic_f64", "stable_logistic_f32", "ipow")
                    if n in called]
         if support:
             lines.append(f"from fusegrad.codegen.support import {', '.join(support)}")
+        blas = [n for n in ("bmm", "gemm") if n in called]
+        if blas:
+            lines.append(f"from fusegrad.codegen.blas import {', '.join(blas)}")
         if used:
             lines.append("from fusegrad.codegen.mathlib import FUNCS as _mathlib")
             lines += [f'{p}_{dt} = _mathlib[("{p}", "{dt}")]' for p, dt in used]

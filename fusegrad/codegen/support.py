@@ -1,5 +1,5 @@
-"""Numba helpers that generated modules import: scalar functions too long for a template and
-the batched matmul. Part of the disk-cache key (compile.py hashes this file)."""
+"""Numba helpers that generated modules import: scalar functions too long for a template (the
+matrix products are in blas.py). Part of the disk-cache key (compile.py hashes this file)."""
 
 from __future__ import annotations
 
@@ -35,19 +35,3 @@ def ipow(a, b):
         a *= a
         b >>= 1
     return result
-
-
-@njit(error_model="numpy")
-def bmm(a, b, out):
-    """out = a @ b with batch axes: [..., m, k] @ [..., k, n], equal batch shapes.
-
-    np.dot with an out argument: Numba compiles `out[i] = np.dot(...)` ten times slower."""
-    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
-    batch = 1
-    for d in a.shape[:-2]:
-        batch *= d
-    a3 = np.ascontiguousarray(a).reshape((batch, m, k))
-    b3 = np.ascontiguousarray(b).reshape((batch, k, n))
-    o3 = out.reshape((batch, m, n))
-    for i in range(batch):
-        np.dot(a3[i], b3[i], o3[i])

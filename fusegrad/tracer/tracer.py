@@ -20,6 +20,7 @@ from ..ir.core import Builder, Function, Value
 from ..ir.primitives import ELEMENTWISE, UNARY_FLOAT, ShapeError
 from ..ir.types import TensorType, dtype_name
 from ..methods import ArrayMethods
+from ..runtime.grad_mode import add_busy
 from ..tree import flatten
 from .location import user_location
 
@@ -57,10 +58,12 @@ class TraceContext:
 
     def __enter__(self):
         _stack().append(self)
+        add_busy(1)
         return self
 
     def __exit__(self, *exc):
         _stack().pop()
+        add_busy(-1)
 
     def new_param(self, type: TensorType, hint=None, weak=False) -> "Tracer":
         return Tracer(self.builder.param(type, hint), self, weak)

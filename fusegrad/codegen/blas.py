@@ -1,0 +1,179 @@
+"""Matrix products for generated code: `gemm(a, b, out)` and the batched `bmm(a, b, out)`.
+
+They call the CBLAS that NumPy itself links (OpenBLAS in the NumPy wheels), found among the
+shared libraries this process has loaded and bound by symbol name, so that:
+
+- a compiled matmul gives the same bits as `np.matmul` on the same machine;
+- one BLAS thread pool serves NumPy and fusegrad (Numba's `np.dot` goes through SciPy's
+  separately built OpenBLAS, whose threads compete with NumPy's on a small machine);
+- transposed operands are passed as BLAS transpose flags, never copied;
+- loading a cached kernel never imports scipy.linalg (0.3 s at start-up).
+
+The generated code names `fusegrad_sgemm` / `fusegrad_dgemm`; `llvmlite.binding.add_symbol`
+resolves them when this module is imported, which every generated module does first. Without
+a usable CBLAS, `gemm` falls back to Numba's `np.dot`. `DESCRIPTION` says which one is in use
+and is part of the disk-cache key. Part of the disk-cache key (compile.py hashes this file).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import importlib.util
+import os
+import sys
+
+import llvmlite.binding as llvm
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic, overload
+
+# (symbol prefix, suffix, integer bits): OpenBLAS as NumPy >= 2 wheels ship it (ILP64, renamed
+# with a scipy_ prefix and 64_ suffix), plain ILP64 builds, then the usual LP64 CBLAS.
+_FLAVOURS = (("scipy_cblas_", "64_", 64), ("cblas_", "64_", 64), ("scipy_cblas_", "", 32),
+             ("cblas_", "", 32))
+_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
+
+
+def _candidate_libraries() -> list[str]:
+    """Shared libraries that may hold NumPy's CBLAS: its own bundled ones first, then any
+    BLAS already mapped into this process (NumPy linked against a system BLAS)."""
+    paths = sorted(glob.glob(os.path.join(os.path.dirname(np.__file__) + ".libs", "*.so*")))
+    try:
+        with open("/proc/self/maps") as maps:
+            mapped = {line.split()[-1] for line in maps if line.rstrip().endswith(".so")
+                      or ".so." in line}
+        paths += sorted(p for p in mapped if "blas" in os.path.basename(p).lower())
+    except OSError:
+        pass
+    return [p for p in dict.fromkeys(paths) if "blas" in os.path.basename(p).lower()]
+
+
+def _bind() -> tuple[int, str] | None:
+    """Register fusegrad_sgemm/dgemm with LLVM; (integer bits, description) or None."""
+    for path in _candidate_libraries():
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for prefix, suffix, bits in _FLAVOURS:
+            names = [f"{prefix}{t}gemm{suffix}" for t in "sd"]
+            if all(hasattr(lib, n) for n in names):
+                for t, n in zip("sd", names):
+                    address = ctypes.cast(getattr(lib, n), ctypes.c_void_p).value
+                    llvm.add_symbol(f"fusegrad_{t}gemm", address)
+                return bits, f"{names[0]} ({bits}-bit ints) from {os.path.basename(path)}"
+    return None
+
+
+_BOUND = None if os.environ.get("FUSEGRAD_BLAS") == "numba" else _bind()
+DESCRIPTION = _BOUND[1] if _BOUND else "numba np.dot"
+
+
+def _defer_numba_blas_probe() -> None:
+    """Stop Numba from importing scipy.linalg (0.3 s) when it first compiles or loads a kernel.
+
+    Loading its NumPy support, Numba asks once whether SciPy's BLAS is there, by importing it,
+    to decide how np.cov and friends compute inner products. Generated code calls NumPy's own
+    CBLAS (above), so fusegrad never needs that import: here the question is answered by
+    whether scipy is installed, without importing it. Numba's BLAS functions (np.dot,
+    np.linalg) still import SciPy themselves when first compiled, as before.
+    """
+    if "numba.np.arraymath" in sys.modules:
+        return
+    import numba.np.linalg as linalg
+    real = linalg.ensure_blas
+
+    def probe():
+        if importlib.util.find_spec("scipy") is None:
+            raise ImportError("scipy 0.16+ is required for linear algebra")
+    linalg.ensure_blas = probe
+    try:
+        import numba.np.arraymath as arraymath
+        arraymath.ensure_blas = real
+    finally:
+        linalg.ensure_blas = real
+
+
+if _BOUND:
+    _defer_numba_blas_probe()
+
+
+if _BOUND:
+    _INT = ir.IntType(_BOUND[0])
+
+    @intrinsic
+    def _cblas_gemm(typingctx, a, b, out):
+        """out = a @ b by one call of ?gemm, for 2-D arrays of one float dtype: a and b C- or
+        F-contiguous (an F array is the transpose of a C one: a BLAS transpose flag), out C.
+        Everything is decided by the types, so the call has no branches and no copies."""
+        arrays = (a, b, out)
+        if not all(isinstance(x, types.Array) and x.ndim == 2 for x in arrays) or \
+                a.dtype not in (types.float32, types.float64) or \
+                len({x.dtype for x in arrays}) != 1 or out.layout != "C" or \
+                a.layout not in "CF" or b.layout not in "CF":
+            return None
+        dtype = a.dtype
+
+        def codegen(context, builder, signature, args):
+            real = context.get_value_type(dtype)
+            ptr, i32 = real.as_pointer(), ir.IntType(32)
+            fnty = ir.FunctionType(ir.VoidType(), [i32, i32, i32, _INT, _INT, _INT, real, ptr,
+                                                   _INT, ptr, _INT, real, ptr, _INT])
+            name = "fusegrad_sgemm" if dtype == types.float32 else "fusegrad_dgemm"
+            fn = cgutils.get_or_insert_function(builder.module, fnty, name)
+            structs = [context.make_array(t)(context, builder, v) for t, v in zip(arrays, args)]
+            (m, k), (_, n) = (cgutils.unpack_tuple(builder, x.shape, 2) for x in structs[:2])
+            one = ir.Constant(m.type, 1)
+
+            def at_least_one(v):
+                v = builder.select(builder.icmp_signed("<", v, one), one, v)
+                return builder.trunc(v, _INT) if _INT.width < v.type.width else v
+
+            def operand(t, rows, cols):        # (transpose flag, leading dimension)
+                if t.layout == "C":
+                    return ir.Constant(i32, _NO_TRANS), at_least_one(cols)
+                return ir.Constant(i32, _TRANS), at_least_one(rows)
+
+            (ta, lda), (tb, ldb) = operand(a, m, k), operand(b, k, n)
+            size = [builder.trunc(v, _INT) if _INT.width < v.type.width else v for v in (m, n, k)]
+            builder.call(fn, [ir.Constant(i32, _ROW_MAJOR), ta, tb, *size,
+                              ir.Constant(real, 1.0), structs[0].data, lda, structs[1].data,
+                              ldb, ir.Constant(real, 0.0), structs[2].data, at_least_one(n)])
+            return context.get_dummy_value()
+        return types.void(a, b, out), codegen
+
+    def _blasable(x):
+        """x itself if BLAS can read it in place, else a C-contiguous copy."""
+
+    @overload(_blasable, jit_options={"error_model": "numpy"})
+    def _blasable_impl(x):
+        if x.layout in "CF":
+            return lambda x: x
+        return lambda x: np.ascontiguousarray(x)
+
+    @njit(error_model="numpy", nogil=True)
+    def gemm(a, b, out):
+        """out[m, n] = a[m, k] @ b[k, n], out C-contiguous (a buffer of ours)."""
+        _cblas_gemm(_blasable(a), _blasable(b), out)
+else:
+    @njit(error_model="numpy", nogil=True)
+    def gemm(a, b, out):
+        """out[m, n] = a[m, k] @ b[k, n] through Numba's np.dot."""
+        np.dot(a, b, out)
+
+
+@njit(error_model="numpy", nogil=True)
+def bmm(a, b, out):
+    """out = a @ b with batch axes: [..., m, k] @ [..., k, n], equal batch shapes."""
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    batch = 1
+    for d in a.shape[:-2]:
+        batch *= d
+    a3 = np.ascontiguousarray(a).reshape((batch, m, k))
+    b3 = np.ascontiguousarray(b).reshape((batch, k, n))
+    o3 = out.reshape((batch, m, n))
+    for i in range(batch):
+        gemm(a3[i], b3[i], o3[i])
