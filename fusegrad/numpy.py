@@ -96,10 +96,13 @@ def positive(x):
 
 
 def _is_bool(x) -> bool:
-    t = type(x)     # Python numbers first: this runs on every add and multiply
-    if t is float or t is int:
+    t = type(x)     # Python numbers first, then anything with a dtype: this runs on every add
+    if t is float or t is int:      # and multiply
         return False
-    return t is bool or _dtype(x).kind == "b"
+    if t is bool:
+        return True
+    dtype = getattr(x, "dtype", None)
+    return dtype.kind == "b" if isinstance(dtype, np.dtype) else _dtype(x).kind == "b"
 
 
 def _both_bool(x, y) -> bool:

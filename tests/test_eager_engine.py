@@ -158,6 +158,28 @@ def test_grad_of_an_intermediate_and_unused_inputs():
         grad(y, [tensor([1.0])])
 
 
+def test_grad_runs_only_the_nodes_that_lead_to_the_requested_inputs():
+    """A branch that ends only at a leaf nobody asked for is not run (its rule would fail
+    here); when every leaf is requested, everything runs without a pruning pass."""
+    x, w = leaf(2.0), leaf(3.0)
+    y = x * 5 + w.exp()
+    exp_node = y.grad_fn.next_functions[1][0]
+    exp_node.rule = None                     # running it would raise a TypeError
+    (gx,) = grad(y, [x], retain_graph=True)
+    assert gx.item() == 5.0 and x.grad is None and w.grad is None
+    with pytest.raises(TypeError):
+        grad(y, [x, w])
+    stream = io.StringIO()
+    hooks.set_backward_trace(stream)
+    try:
+        z = x * x
+        (gx,) = grad(z, [x])
+    finally:
+        hooks.set_backward_trace(hooks._UNSET)
+    assert gx.item() == 4.0
+    assert stream.getvalue().splitlines() == ["backward MulBackward shape=[] norm=1"]
+
+
 def test_grad_with_create_graph_gives_higher_order_derivatives():
     x = leaf(4.0)
     y = 1 / x

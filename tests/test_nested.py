@@ -74,7 +74,8 @@ def test_jitted_function_closing_over_an_eager_variable():
 
 
 def test_jit_of_grad_of_grad():
-    f = lambda x: np.sum(np.tanh(x) ** 3)
+    def f(x):
+        return np.sum(np.tanh(x) ** 3)
     x = np.array([0.2, -0.5])
     gg = grad(lambda x: np.sum(grad(f)(x) * np.array([1.0, 2.0])))
     expected = gg(x)

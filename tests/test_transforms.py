@@ -252,7 +252,8 @@ def test_hessian_of_a_pytree_argument_is_nested_like_it():
 
 def test_hvp_matches_hessian_times_vector():
     v = np.array([1.0, -2.0, 0.5])
-    f = lambda x: quadratic_form(x, A)
+    def f(x):
+        return quadratic_form(x, A)
     expected = (A - np.diag(np.sin(X3))) @ v
     np.testing.assert_allclose(hvp(f, (X3,), (v,)), expected)
     np.testing.assert_allclose(interp(lambda x, v: hvp(f, (x,), (v,)))(X3, v), expected)
@@ -263,10 +264,11 @@ def test_hvp_matches_hessian_times_vector():
 @pytest.mark.parametrize("arg, got", [(1, "int64"), (np.arange(3), "int64"), (True, "bool"),
                                       (np.array([True]), "bool")])
 def test_grad_of_integer_or_bool_argument_is_a_type_error(arg, got):
-    f = lambda x: np.sum(x * 1.0)
+    def f(x):
+        return np.sum(x * 1.0)
     for gf in both(grad(f)):
         with pytest.raises(TypeError, match=rf"grad requires floating-point inputs, got {got} "
-                                            rf"for argument 0; pass .* or use \.astype\(np\.float64\)"):
+                           rf"for argument 0; pass .* or use \.astype\(np\.float64\)"):
             gf(arg)
 
 

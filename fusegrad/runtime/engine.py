@@ -131,6 +131,7 @@ def _run(roots, seeds, retain_graph, create_graph, capture=None) -> dict:
     ready = [node for node in dict.fromkeys(roots) if not deps.get(node)]
     found: dict = {}
     stream, anomaly = hooks.trace_stream(), hooks.anomaly_enabled
+    plain = stream is None and not anomaly and not create_graph
     with set_grad_enabled(create_graph), np.errstate(all="ignore"):
         while ready:
             node = ready.pop()
@@ -139,9 +140,22 @@ def _run(roots, seeds, retain_graph, create_graph, capture=None) -> dict:
             if g is not None and capture is not None:
                 for i in capture.get(node, ()):
                     found[i] = g
-                if node not in needed:
-                    g = None
-            if g is not None:
+                if node not in needed if needed is not None else type(node) is AccumulateGrad:
+                    g = None                    # a captured leaf, or leads to none
+            if g is None:
+                pass
+            elif plain and node.rule is not None and node.retained is None and \
+                    node.saved is not None:     # _run_node and _call_rule, inlined
+                args = [s.unpack() if type(s) is SavedTensor else s for s in node.saved]
+                try:
+                    grads = node.rule(g, *args, **node.params)
+                except Exception as e:
+                    e.add_note(f"while running {node.name} in backward")
+                    raise
+                if len(grads) != len(node.inputs):
+                    raise RuntimeError(f"Function {node.name} returned {len(grads)} gradients "
+                                       f"but expected {len(node.inputs)}")
+            else:
                 grads = _run_node(node, g, create_graph, stream, anomaly, capture is None)
             if not retain_graph and (g is not None or capture is None):
                 node.saved = None  # release_variables(), inlined: this loop is the hot path
@@ -177,36 +191,49 @@ def _run_node(node, g, create_graph, stream, anomaly, store) -> Sequence:
 
 
 def _count_dependencies(roots, capture):
-    """In-degree of every node reachable from the roots; with capture, the nodes worth running.
+    """In-degree of every node reachable from the roots; with capture, the nodes worth running
+    (None: all of them).
 
-    A node is worth running in grad() when one of its edges leads to a captured node.
+    A node is worth running in grad() when one of its edges leads to a captured node. Every
+    path ends at a leaf's AccumulateGrad, so when all captured nodes are leaves and every leaf
+    met is captured (value_and_grad's case), every node is worth running: no second pass.
     """
     deps: dict = {}
-    consumers: dict = {}
     seen = set(roots)
     pending = list(seen)
+    check = capture is not None
+    uncaptured = check and any(type(r) is AccumulateGrad and r not in capture for r in roots)
     while pending:
         node = pending.pop()
         for edge, _, _ in node.inputs:
             if edge is None:
                 continue
-            deps[edge] = deps.get(edge, 0) + 1
-            if capture is not None:
-                consumers.setdefault(edge, []).append(node)
+            if edge in deps:
+                deps[edge] += 1
+                continue
+            deps[edge] = 1
             if edge not in seen:
                 seen.add(edge)
                 pending.append(edge)
-    if capture is None:
+                if check and type(edge) is AccumulateGrad and edge not in capture:
+                    uncaptured = True
+    if not check or not uncaptured and all(type(n) is AccumulateGrad for n in capture):
         return deps, None
-    reaches = set()
+    consumers: dict = {}
+    for node in seen:
+        for edge, _, _ in node.inputs:
+            if edge is not None:
+                consumers.setdefault(edge, []).append(node)
+    reaches, needed = set(), set()      # a consumer of a node that reaches is needed
     pending = [node for node in capture if node in seen]
     while pending:
         node = pending.pop()
         if node not in reaches:
             reaches.add(node)
-            pending.extend(consumers.get(node, ()))
-    needed = {node for node in reaches
-              if any(edge in reaches for edge, _, _ in node.inputs)}
+            users = consumers.get(node)
+            if users:
+                needed.update(users)
+                pending.extend(users)
     return deps, needed
 
 

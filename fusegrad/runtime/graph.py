@@ -95,8 +95,11 @@ class SavedTensor:
     def __init__(self, tensor, is_output: bool):
         self.tensor = None if is_output else tensor
         self.data = tensor.data
-        self.version = tensor._vc()
-        self.expected = self.version.value
+        version = tensor._version
+        if version is None:
+            version = tensor._vc()
+        self.version = version
+        self.expected = version.value
 
     def unpack(self):
         if self.version.value != self.expected:

@@ -65,17 +65,21 @@ class Tensor(ArrayMethods):
     # -- dispatch: every primitive on a Tensor lands here -------------------------------------
     @classmethod
     def _fg_bind(cls, prim, args, params):
-        data = apply(prim, [a.data if isinstance(a, Tensor) else a for a in args], params)
+        datas, needs_grad = [], False
+        for a in args:
+            if isinstance(a, Tensor):
+                datas.append(a.data)
+                needs_grad = needs_grad or a._requires_grad
+            else:
+                datas.append(a)
+        data = apply(prim, datas, params)
         out = _wrap(data)
         if prim in _VIEW_PRIMS and np.may_share_memory(data, args[0].data):
             out._version = args[0]._vc()
-        if _grad_state.enabled and data.dtype.kind == "f":
+        if needs_grad and data.dtype.kind == "f" and _grad_state.enabled:
             rule = vjp_rules.get(prim)
             if rule is not None:
-                for a in args:
-                    if isinstance(a, Tensor) and a._requires_grad:
-                        _record(prim, rule, args, out, params)
-                        break
+                _record(prim, rule, args, out, params)
         return out
 
     # -- array attributes ---------------------------------------------------------------------
@@ -287,14 +291,18 @@ def _record(prim, rule, args, out, params) -> None:
     out_mode, in_modes, rest = _reads_cache.get(rule) or rule_reads(rule)
     saved = [None if out_mode is None else _save(out_mode, out, True)]
     inputs = []
-    for i, a in enumerate(args):
-        mode = in_modes[i] if i < len(in_modes) else rest
-        saved.append(None if mode is None else _save(mode, a, False))
-        inputs.append((gradient_edge(a), a.data.shape, a.data.dtype)
-                      if isinstance(a, Tensor) and a._requires_grad else _NO_INPUT)
-    where = user_location(full=True) if hooks.anomaly_enabled else None
+    modes = in_modes if len(in_modes) >= len(args) else \
+        in_modes + (rest,) * (len(args) - len(in_modes))
+    for a, mode in zip(args, modes):
+        if isinstance(a, Tensor):
+            saved.append(None if mode is None else _save(mode, a, False))
+            inputs.append((gradient_edge(a), a.data.shape, a.data.dtype)
+                          if a._requires_grad else _NO_INPUT)
+        else:
+            saved.append(None if mode is None else _save(mode, a, False))
+            inputs.append(_NO_INPUT)
     out.grad_fn = Node(node_names.get(prim, prim), rule, params, saved, inputs,
-                       out.data.shape, where)
+                       out.data.shape, user_location(full=True) if hooks.anomaly_enabled else None)
     out._requires_grad = True
 
 
