@@ -2,15 +2,16 @@
 
 A compiled entry keeps the buffers it returned in a pool and reuses one at the next call only
 when nobody else holds it; results the caller keeps are never overwritten. Large 1-D kernels
-run as fixed-size chunks (large row kernels as rows) under prange with partials folded in order,
-so their bits do not depend on the thread count.
+run as chunks of a size set by the length alone (large row kernels as rows) under prange, with
+partials folded in order, so their bits do not depend on the thread count.
 """
 
 import numba
 import numpy as np
+import pytest
 
 import fusegrad as fg
-from fusegrad.codegen.chunks import CHUNK, PARALLEL_MIN
+from fusegrad.codegen.chunks import CHUNK, SMALL_MAX, min_parallel_size
 
 
 def loss(x, w, b):
@@ -52,15 +53,16 @@ def test_dropped_results_are_reused():
 
 
 def test_large_1d_kernels_are_chunked_and_small_ones_serial():
-    big = VG.lower(*inputs(PARALLEL_MIN)).source
-    small = VG.lower(*inputs(PARALLEL_MIN - 1)).source
+    assert min_parallel_size(2) < 10**4 < min_parallel_size(0)   # tanh and exp weigh
+    big = VG.lower(*inputs(min_parallel_size(2))).source
+    small = VG.lower(*inputs(min_parallel_size(2) - 1)).source
     assert "prange(chunks)" in big and "parallel=True" in big
     assert "prange" not in small.split("def make_run")[0].replace("from numba import prange", "")
     assert "parallel=True" not in small
 
 
-def test_chunked_results_do_not_depend_on_thread_count():
-    n = 3 * CHUNK + 123
+@pytest.mark.parametrize("n", [10**4 + 123, SMALL_MAX + 3 * CHUNK + 123])
+def test_chunked_results_do_not_depend_on_thread_count(n):
     for dtype in (np.float64, np.float32):
         a = inputs(n, dtype)
         old = numba.get_num_threads()
@@ -119,7 +121,7 @@ def test_chunked_and_row_kernels_agree_with_the_interpreter():
         return np.max(e / np.sum(e, axis=1, keepdims=True)), np.sum(a * a)
 
     r = np.random.default_rng(4)
-    x, y = r.standard_normal(PARALLEL_MIN + 5), r.standard_normal(PARALLEL_MIN + 5)
+    x, y = r.standard_normal(SMALL_MAX + 5), r.standard_normal(SMALL_MAX + 5)
     a = r.standard_normal((64, 1024))
     for f, args in ((several, (x, y)), (rows, (a,))):
         got = fg.jit(f)(*args)

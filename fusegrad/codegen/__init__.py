@@ -12,15 +12,18 @@ Buffers: the runner keeps the arrays a call allocated in a pool and hands one to
 only when the pool holds the last reference to it, so results the caller keeps are never
 overwritten and workspace is not allocated (and page-faulted) again on every call.
 
-Threads: parallel kernels run on Numba's OpenMP pool and matmuls on NumPy's OpenBLAS pool. An
-OpenMP thread spins for a while after each parallel loop by default, and on a machine with few
-cores it takes the core an OpenBLAS thread needs (an MLP step with one parallel kernel ran
-3x slower on 2 cores), so OMP_WAIT_POLICY defaults to PASSIVE here, before Numba loads OpenMP;
-set it to override."""
+Threads: parallel kernels run on Numba's OpenMP pool and matmuls on NumPy's OpenBLAS pool.
+GNU OpenMP threads spin for up to 300 000 rounds after each parallel loop by default, and on a
+machine with few cores they take the cores OpenBLAS threads need (an MLP step with one parallel
+kernel ran 3x slower on 2 cores); threads that sleep at once, though, take 20-40 us to wake,
+which doubles a 10**4-element kernel. So, before Numba loads OpenMP and unless set already,
+OMP_WAIT_POLICY=PASSIVE with GOMP_SPINCOUNT=1000: a thread spins a few microseconds, enough
+for back-to-back kernels, then yields its core."""
 
 import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+os.environ.setdefault("GOMP_SPINCOUNT", "1000")
 
 from .compile import Executable, cache_dir, compile_numba, njit_options
 

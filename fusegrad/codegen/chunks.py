@@ -2,9 +2,11 @@
 
 Each chunk runs the serial loop of the kernel over its elements in a function of its own (so
 LLVM vectorizes it as it would a serial kernel) and returns its partial reductions, stored by
-chunk number; after the parallel loop the partials are folded in chunk order. The chunk size is
-a constant, never derived from the thread count, so the bits of every result are the same for
-any number of threads and any schedule. The loop variable is unsigned inside a chunk: with a
+chunk number; after the parallel loop the partials are folded in chunk order. The chunk size
+depends on the length only (small chunks up to SMALL_MAX elements, so that 10**4 elements still
+split across threads; large ones above, where each chunk's partials and call cost show), never
+on the thread count, so the bits of every result are the same for any number of threads and
+any schedule. The loop variable is unsigned inside a chunk: with a
 signed index Numba checks for negative (wraparound) indices, and LLVM, unable to prove the
 start of the range non-negative, stops vectorizing.
 """
@@ -15,8 +17,23 @@ import re
 
 from .templates import reduction_update
 
-CHUNK = 2 ** 14            # elements per chunk of a parallel 1-D kernel: fixed, so are the bits
-PARALLEL_MIN = 2 ** 15     # smaller nests stay serial: waking the thread pool costs more
+CHUNK = 2 ** 13            # elements per chunk of a parallel 1-D kernel of > SMALL_MAX elements
+SMALL_CHUNK = 2 ** 10      # ... and of one of at most SMALL_MAX elements
+SMALL_MAX = 2 ** 15
+PARALLEL_WORK = 2 ** 15    # less work (elements x weight) stays serial: starting threads costs
+MATH_WEIGHT = 4            # a polynomial exp/tanh/... per element weighs as much as 4 plain ops
+
+
+def parallel_worth(size: int, math_calls: int) -> bool:
+    """Whether a loop nest of `size` elements with `math_calls` transcendental calls per
+    element is worth the thread pool."""
+    return size * (1 + MATH_WEIGHT * math_calls) >= PARALLEL_WORK
+
+
+def min_parallel_size(math_calls: int) -> int:
+    """The smallest nest that parallel_worth() accepts."""
+    weight = 1 + MATH_WEIGHT * math_calls
+    return -(-PARALLEL_WORK // weight)
 
 
 def only_indexes(ph, i: str) -> bool:
@@ -41,14 +58,15 @@ def render_chunks(src) -> str:
     if accs:
         chunk.append(f"return {', '.join(accs)}")
     src.chunk_body = "\n".join(_indent(chunk))
-    call = f"{src.name}_chunk(lo, min(lo + {CHUNK}, {n}), ARGS)"
-    body = [f"lo = c * {CHUNK}"]
+    call = f"{src.name}_chunk(lo, min(lo + size, {n}), ARGS)"
+    body = ["lo = c * size"]
     if accs:
         body += [f"{', '.join(accs)} = {call}"]
         body += [f"{a}_part[c] = {a}" for a in accs]
     else:
         body.append(call)
-    lines = [f"chunks = ({n} + {CHUNK - 1}) // {CHUNK}"]
+    lines = [f"size = {SMALL_CHUNK} if {n} <= {SMALL_MAX} else {CHUNK}",
+             f"chunks = ({n} + size - 1) // size"]
     lines += [f"{a}_part = np.empty(chunks, np.{dt})" for a, _, dt in src.accs]
     lines += ["for c in prange(chunks):", *_indent(body)]
     for a, prim, _ in src.accs:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ..ir.primitives import ELEMENTWISE
 from ..passes.fusion import INLINE, Kernel
-from .chunks import PARALLEL_MIN, only_indexes, render_chunks
+from .chunks import only_indexes, parallel_worth, render_chunks
 from .index_maps import INDEX_RULES, ZERO, Expr
 from .templates import (
     MATH_FUNCS,
@@ -72,9 +72,9 @@ class KernelSource:
         size = 1
         for n in kernel.domain:
             size *= n
-        self.rows = bool(kernel.split) and size >= PARALLEL_MIN and \
-            kernel.domain[self.loops[0]] >= 2
         calls = sum(op.prim in MATH_FUNCS for op in kernel.ops)
+        self.big = parallel_worth(size, calls)
+        self.rows = bool(kernel.split) and self.big and kernel.domain[self.loops[0]] >= 2
         self.vectorized = bool(self.loops) and calls <= MATHLIB_MAX_CALLS
 
     # -- placement -----------------------------------------------------------------------
@@ -372,7 +372,7 @@ class KernelSource:
 
     def render(self) -> str:
         if self.chunkable and not self.prologue and len(self.phases) == 1 and \
-                self.k.domain[self.loops[0]] >= PARALLEL_MIN and \
+                self.big and self.k.domain[self.loops[0]] >= 2 and \
                 set(self.returns.values()) <= {a for a, _, _ in self.accs} and \
                 only_indexes(self.phases[0], f"i{self.loops[0]}"):
             return render_chunks(self)
