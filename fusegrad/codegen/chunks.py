@@ -17,7 +17,7 @@ import re
 
 from .templates import reduction_update
 
-CHUNK = 2 ** 13            # elements per chunk of a parallel 1-D kernel of > SMALL_MAX elements
+CHUNK = 2 ** 14            # elements per chunk of a parallel 1-D kernel of > SMALL_MAX elements
 SMALL_CHUNK = 2 ** 10      # ... and of one of at most SMALL_MAX elements
 SMALL_MAX = 2 ** 15
 PARALLEL_WORK = 2 ** 15    # less work (elements x weight) stays serial: starting threads costs
