@@ -53,7 +53,8 @@ def test_dropped_results_are_reused():
 
 
 def test_large_1d_kernels_are_chunked_and_small_ones_serial():
-    assert min_parallel_size(2) < 10**4 < min_parallel_size(0)   # tanh and exp weigh
+    assert min_parallel_size(2) < 10**4 < min_parallel_size(2, itemsize=4)  # tanh, exp weigh
+    assert 10**4 < min_parallel_size(0)
     big = VG.lower(*inputs(min_parallel_size(2))).source
     small = VG.lower(*inputs(min_parallel_size(2) - 1)).source
     assert "prange(chunks)" in big and "parallel=True" in big

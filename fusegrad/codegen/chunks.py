@@ -13,6 +13,7 @@ start of the range non-negative, stops vectorizing.
 
 from __future__ import annotations
 
+import math
 import re
 
 from .templates import reduction_update
@@ -20,20 +21,24 @@ from .templates import reduction_update
 CHUNK = 2 ** 14            # elements per chunk of a parallel 1-D kernel of > SMALL_MAX elements
 SMALL_CHUNK = 2 ** 10      # ... and of one of at most SMALL_MAX elements
 SMALL_MAX = 2 ** 15
-PARALLEL_WORK = 2 ** 15    # less work (elements x weight) stays serial: starting threads costs
+PARALLEL_WORK = 2 ** 16    # less work (elements x weight) stays serial: starting threads costs
 MATH_WEIGHT = 4            # a polynomial exp/tanh/... per element weighs as much as 4 plain ops
 
 
-def parallel_worth(size: int, math_calls: int) -> bool:
+def _weight(math_calls: int, itemsize: int) -> float:
+    """The work per element, in float64 plain ops: float32 vectors hold twice the lanes."""
+    return (1 + MATH_WEIGHT * math_calls) * itemsize / 8
+
+
+def parallel_worth(size: int, math_calls: int, itemsize: int = 8) -> bool:
     """Whether a loop nest of `size` elements with `math_calls` transcendental calls per
-    element is worth the thread pool."""
-    return size * (1 + MATH_WEIGHT * math_calls) >= PARALLEL_WORK
+    element, on floats of `itemsize` bytes, is worth the thread pool."""
+    return size * _weight(math_calls, itemsize) >= PARALLEL_WORK
 
 
-def min_parallel_size(math_calls: int) -> int:
+def min_parallel_size(math_calls: int, itemsize: int = 8) -> int:
     """The smallest nest that parallel_worth() accepts."""
-    weight = 1 + MATH_WEIGHT * math_calls
-    return -(-PARALLEL_WORK // weight)
+    return math.ceil(PARALLEL_WORK / _weight(math_calls, itemsize))
 
 
 def only_indexes(ph, i: str) -> bool:

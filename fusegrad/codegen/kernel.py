@@ -73,7 +73,9 @@ class KernelSource:
         for n in kernel.domain:
             size *= n
         calls = sum(op.prim in MATH_FUNCS for op in kernel.ops)
-        self.big = parallel_worth(size, calls)
+        itemsize = max((op.out.type.np_dtype.itemsize for op in kernel.ops
+                        if op.out.dtype in ("f32", "f64")), default=8)
+        self.big = parallel_worth(size, calls, itemsize)
         self.rows = bool(kernel.split) and self.big and kernel.domain[self.loops[0]] >= 2
         self.vectorized = bool(self.loops) and calls <= MATHLIB_MAX_CALLS
 
