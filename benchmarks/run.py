@@ -80,7 +80,12 @@ def cases(w, quick):
     return [("4096x1024 f32" if w == "W5" else "f64 scalar", None)]
 
 
+PAIRED = "fusegrad numba"  # also timed against the GEMMs alone, interleaved in its own child
+
+
 def metrics(w, col):
+    if w in ref.GEMMS and col == PAIRED:
+        return ["run", "paired"]
     return ["compile", "run"] if w == "W4" and col in COMPILES else ["run"]
 
 
@@ -145,27 +150,34 @@ def column(col):
 # ---- measuring (inside one child) ----------------------------------------------------------
 
 
-def bench(call, opts):
+def bench(*calls, opts):
     """Median seconds per call() over opts.repeats repeats of >= opts.min_time each, after
-    warming up for 4 * opts.min_time."""
+    warming up for 4 * opts.min_time; for several calls, their repeats interleaved, a list of
+    medians and the median ratio of each to the first, repeat by repeat (drift cancels)."""
     gc.collect()
     gc.disable()
     try:
-        warm_until = time.perf_counter() + opts.min_time * 4  # lazy inits, caches, thread pools
-        while time.perf_counter() < warm_until:
-            call()
-        t0 = time.perf_counter()
-        call()
-        n = max(1, round(opts.min_time / max(time.perf_counter() - t0, 1e-7)))
-        times = []
-        for _ in range(opts.repeats):
-            t0 = time.perf_counter()
-            for _ in range(n):
+        counts = []
+        for call in calls:
+            warm_until = time.perf_counter() + opts.min_time * 4  # lazy inits, thread pools
+            while time.perf_counter() < warm_until:
                 call()
-            times.append((time.perf_counter() - t0) / n)
+            t0 = time.perf_counter()
+            call()
+            counts.append(max(1, round(opts.min_time / max(time.perf_counter() - t0, 1e-7))))
+        times = [[] for _ in calls]
+        for _ in range(opts.repeats):
+            for call, n, ts in zip(calls, counts, times):
+                t0 = time.perf_counter()
+                for _ in range(n):
+                    call()
+                ts.append((time.perf_counter() - t0) / n)
     finally:
         gc.enable()
-    return statistics.median(times)
+    if len(calls) == 1:
+        return statistics.median(times[0])
+    return ([statistics.median(ts) for ts in times],
+            [statistics.median(t / t0 for t, t0 in zip(ts, times[0])) for ts in times])
 
 
 def mismatch(out, want, dtype):
@@ -192,7 +204,7 @@ def inputs(w, p):
             "W5": lambda: ref.w5_inputs()}[w]()
 
 
-def measure_case(w, p, maker, opts):
+def measure_case(w, p, maker, opts, paired=False):
     """{metric: seconds} for one column on one case; raises on failure. Checks against numpy."""
     if w in ("W3", "W4"):
         static = () if p is None else (p,)
@@ -203,7 +215,7 @@ def measure_case(w, p, maker, opts):
         first_t = time.perf_counter() - t0
         bad = [mismatch(got, (want(x)[0], (want(x)[1],)), np.float64)
                for x, got in [(xs[0], first)] + [(x, fn(x)) for x in xs[1:5]]]
-        run = bench(lambda: [fn(x) for x in xs], opts) / len(xs)
+        run = bench(lambda: [fn(x) for x in xs], opts=opts) / len(xs)
         return {"run": run, "compile": max(first_t - run, 0.0)}, next(filter(None, bad), None)
     args = inputs(w, p)
     t0 = time.perf_counter()
@@ -215,7 +227,12 @@ def measure_case(w, p, maker, opts):
         bad = mismatch(out, ref.NUMPY[w](*args)(), args[0].dtype)
         if w == "W2":
             time.sleep(0.2)  # let numpy's OpenBLAS threads stop spinning before we time
-    run = bench(call, opts)
+    if paired:   # a ratio to the GEMMs alone that machine drift cannot skew
+        gemms = ref.GEMMS[w](*args)
+        time.sleep(0.2)
+        (_, run), (_, ratio) = bench(gemms, call, opts=opts)
+        return {"run": run, "compile": max(first_t - run, 0.0), "paired": ratio}, bad
+    run = bench(call, opts=opts)
     return {"run": run, "compile": max(first_t - run, 0.0)}, bad
 
 
@@ -233,7 +250,8 @@ def measure(cols, workloads, opts, emit):
                     if col not in makers:
                         makers[col] = column(col)
                     with time_limit(opts.cell_limit):
-                        times, bad = measure_case(w, p, makers[col][w], opts)
+                        times, bad = measure_case(w, p, makers[col][w], opts,
+                                                  "paired" in metrics(w, col))
                 except Exception as e:  # noqa: BLE001 - any failure is a cell's n/a
                     if w == "W4" or isinstance(e, TimeoutError):
                         skip[col] = skip.get(col) or f"skipped: {row} failed"
@@ -552,6 +570,10 @@ def print_workload(w, res, cols, warnings, loads, quick):
             return t / base if isinstance(t, float) and isinstance(base, float) else (
                 t if isinstance(t, str) else None)
         table(f"time / {BASELINE} (lower is faster):", cols, ratio, fmt_ratio)
+    if PAIRED in cols and w in ref.GEMMS:
+        pairs = [f"{fmt_ratio(v)} ({r})" for r in rows
+                 if isinstance(v := res.get((w, "paired", r, PAIRED)), float)]
+        print(f"{PAIRED} / GEMMs alone, interleaved in one process: {', '.join(pairs)}")
     for reason, letter in notes.items():
         print(f"  [{letter}] n/a ({reason})")
     if noisy:
