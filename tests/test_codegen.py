@@ -7,6 +7,7 @@ shapes, values to a few ulp (the vectorized math library differs from libm in th
 """
 
 import inspect
+import os
 import re
 from pathlib import Path
 
@@ -14,8 +15,8 @@ import numpy as np
 import pytest
 
 import fusegrad as fg
-from fusegrad.codegen.chunks import min_parallel_size
 import fusegrad.nn as fnn
+from fusegrad.codegen.chunks import min_parallel_size
 import fusegrad.numpy as fnp
 from fusegrad.codegen import compile_numba, njit_options
 from fusegrad.ir import Builder, TensorType
@@ -409,3 +410,21 @@ def test_scalar_results_of_a_kernel_keep_their_order_across_passes():
     exe, fn = built(b.build([late, early, b.add1("exp", [t])]))
     assert exe.kernels == 1
     same(exe, fn, (rng.standard_normal((4, 5)),), TOL["f64"])
+
+
+def test_numbas_np_dot_is_the_fallback_blas(tmp_path):
+    """FUSEGRAD_BLAS=numba (or no CBLAS found) compiles matmuls through Numba's np.dot, in its
+    own cache entry, with the same results to rounding."""
+    import subprocess
+    import sys
+    code = ("import numpy as np, fusegrad as fg\n"
+            "from fusegrad.codegen import blas\n"
+            "r = np.random.default_rng(0)\n"
+            "a, b = r.standard_normal((5, 4)), r.standard_normal((4, 3))\n"
+            "g = fg.jit(lambda a, b: np.tanh(a @ b).T @ a)\n"
+            "print(blas.DESCRIPTION)\n"
+            "print(np.abs(g(a, b) - np.tanh(a @ b).T @ a).max())\n")
+    env = dict(os.environ, FUSEGRAD_BLAS="numba", FUSEGRAD_CACHE_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True).stdout.split("\n")
+    assert out[0] == "numba np.dot" and float(out[1]) < 1e-12
