@@ -16,9 +16,9 @@ import pytest
 
 import fusegrad as fg
 import fusegrad.nn as fnn
-from fusegrad.codegen.chunks import min_parallel_size
 import fusegrad.numpy as fnp
 from fusegrad.codegen import compile_numba, njit_options
+from fusegrad.codegen.chunks import min_parallel_size
 from fusegrad.ir import Builder, TensorType
 from fusegrad.runtime.interpreter import eval_function
 from fusegrad.transforms import value_and_grad
