@@ -55,6 +55,7 @@ class KernelSource:
                               for a, n in enumerate(kernel.domain))
         self.memo: dict = {}
         self.scratch: dict = {}      # (value, index) -> its per-row scratch array (scratchable)
+        self.scratch_decls: list = []  # their allocations: once, or once per row in prange
         self.value_names: dict = {}
         self.copies: dict = {}
         self.inputs: dict = {}
@@ -215,7 +216,7 @@ class KernelSource:
         if row is None:
             row = self.scratch[key] = f"{e.text}_row"
             n = self.syms.dim(self.k.domain[self.loops[-1]])
-            self.put(f"{row} = np.empty({n}, np.{v.type.np_dtype.name})", self.split, 0)
+            self.scratch_decls.append(f"{row} = np.empty({n}, np.{v.type.np_dtype.name})")
             self.put(f"{row}[{inner}] = {e.text}", e.depth, e.pass_)
         return Expr(f"{row}[{inner}]", e.depth, e.avail, self.cur)
 
@@ -380,6 +381,10 @@ class KernelSource:
             return render_chunks(self)
         n = self.syms.dim(self.k.domain[self.loops[0]]) if self.loops else "1"
         parts = [f"{a}_part = np.empty({n}, np.{dt})" for a, _, dt in self.row_parts]
+        if self.parallel_rows and self.scratch_decls:    # rows run at once: one array each
+            self.phase(0).pre[:0] = self.scratch_decls
+        else:
+            parts += self.scratch_decls
         body = parts + self.prologue + self.outer(0)
         for a, prim, _ in self.row_parts:
             body += [f"{a} = {a}_part[0]", f"for r in range(1, {n}):",
