@@ -129,3 +129,16 @@ def test_chunked_and_row_kernels_agree_with_the_interpreter():
         want = fg.jit(f, backend="interp")(*args)
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12)
+
+
+def test_serial_row_kernels_allocate_their_scratch_once():
+    r = np.random.default_rng(5)
+    x, c = (r.standard_normal((4, 16)).astype(np.float32) for _ in range(2))
+    src = SOFTMAX_VG.lower(x, c).source
+    kernel = next(k for k in src.split("@numba.njit") if "_row = np.empty(" in k)
+    assert "prange" not in kernel
+    assert kernel.index("_row = np.empty(") < kernel.index("for i0 in range(")
+    value, grad = SOFTMAX_VG(x, c)
+    want = fg.value_and_grad(softmax_loss, argnums=0)(x.astype(np.float64), c.astype(np.float64))
+    assert np.allclose(value, want[0], rtol=1e-5, atol=1e-5)
+    assert np.allclose(grad, want[1], rtol=1e-4, atol=1e-6)
