@@ -428,3 +428,22 @@ def test_numbas_np_dot_is_the_fallback_blas(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, check=True).stdout.split("\n")
     assert out[0] == "numba np.dot" and float(out[1]) < 1e-12
+
+
+def test_compiled_matmuls_never_import_scipy_and_numba_blas_still_works(tmp_path):
+    """fusegrad's kernels call NumPy's CBLAS, so loading them skips Numba's scipy.linalg probe;
+    a user's own njit np.dot afterwards still gets SciPy's BLAS from Numba as usual."""
+    import subprocess
+    import sys
+    code = ("import sys, numpy as np, numba, fusegrad as fg\n"
+            "a = np.arange(12.0).reshape(3, 4)\n"
+            "g = fg.jit(lambda a: np.sum(np.tanh(a @ a.T)))\n"
+            "print(float(g(a)), 'scipy.linalg' in sys.modules)\n"
+            "dot = numba.njit(lambda a: np.dot(a, a.T))\n"
+            "print(float(np.abs(dot(a) - a @ a.T).max()), 'scipy.linalg' in sys.modules)\n")
+    env = dict(os.environ, FUSEGRAD_CACHE_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert float(out[0]) == pytest.approx(np.sum(np.tanh(np.arange(12.0).reshape(3, 4) @
+                                                         np.arange(12.0).reshape(3, 4).T)))
+    assert out[1] == "False" and float(out[2]) == 0.0 and out[3] == "True"

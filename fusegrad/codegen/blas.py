@@ -3,7 +3,8 @@
 They call the CBLAS that NumPy itself links (OpenBLAS in the NumPy wheels), found among the
 shared libraries this process has loaded and bound by symbol name, so that:
 
-- a compiled matmul gives the same bits as `np.matmul` on the same machine;
+- a compiled matrix product gives the same bits as `np.matmul` on the same machine (NumPy
+  itself calls ?gemm for those; for a vector operand it may use ?gemv or its own loop);
 - one BLAS thread pool serves NumPy and fusegrad (Numba's `np.dot` goes through SciPy's
   separately built OpenBLAS, whose threads compete with NumPy's on a small machine);
 - transposed operands are passed as BLAS transpose flags, never copied;
@@ -11,8 +12,8 @@ shared libraries this process has loaded and bound by symbol name, so that:
 
 The generated code names `fusegrad_sgemm` / `fusegrad_dgemm`; `llvmlite.binding.add_symbol`
 resolves them when this module is imported, which every generated module does first. Without
-a usable CBLAS, `gemm` falls back to Numba's `np.dot`. `DESCRIPTION` says which one is in use
-and is part of the disk-cache key. Part of the disk-cache key (compile.py hashes this file).
+a usable CBLAS (or with FUSEGRAD_BLAS=numba), `gemm` falls back to Numba's `np.dot`.
+`DESCRIPTION` says which one is in use; it and this file's text are part of the disk-cache key.
 """
 
 from __future__ import annotations
