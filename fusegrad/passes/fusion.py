@@ -482,7 +482,9 @@ class _Fuser:
                 return None                     # a register of k: kc could not read it
             else:
                 leaves |= self.memory_leaves(u)
-        if not group or len(kc.ops) + len(group) > MAX_KERNEL_OPS:
+        if not group or len(kc.ops) + len(group) > MAX_KERNEL_OPS or any(
+                self.kind[u] == NODE and self.home(u) is k and not in_memory(u, k)
+                for u in leaves):       # read through an index map, but only in a register
             return None
         read_before = set().union(*(self.memory_leaves(w) for op in kc.ops for w in op.inputs
                                     if self.kind[w] != NODE or self.home(w) is not kc))
