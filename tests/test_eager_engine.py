@@ -311,6 +311,20 @@ def test_writing_through_a_view_trips_the_saved_tensor_check():
         y.backward()
 
 
+def test_a_version_counter_made_after_saving_still_guards_the_saved_input():
+    """A saved input gets its version counter only when something needs one (here detach());
+    writes after that are still caught, and making the counter alone is not a write."""
+    x = leaf([1.0, 2.0])
+    a = x * 1.0
+    y = (a * a).sum()                    # saves a, which has no counter yet
+    alias = a.detach()                   # creates a's counter, at version 0
+    y.backward(retain_graph=True)
+    np.testing.assert_array_equal(x.grad, [2, 4])
+    alias.mul_(3.0)
+    with pytest.raises(RuntimeError, match="expected version 0, got 1"):
+        y.backward()
+
+
 def test_inplace_then_backward_on_a_saved_output():
     a = leaf(np.ones(3))
     b = np.exp(a)

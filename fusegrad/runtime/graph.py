@@ -95,15 +95,20 @@ class SavedTensor:
     def __init__(self, tensor, is_output: bool):
         self.tensor = None if is_output else tensor
         self.data = tensor.data
-        version = tensor._version
-        if version is None:
-            version = tensor._vc()
+        # An input keeps its tensor, so the counter can wait until something creates it (an
+        # in-place op or a view); most tensors never get one. An output needs it now.
+        version = tensor._vc() if is_output else tensor._version
         self.version = version
-        self.expected = version.value
+        self.expected = 0 if version is None else version.value
 
     def unpack(self):
-        if self.version.value != self.expected:
-            raise _version_error(self.expected, self.version)
+        version = self.version
+        if version is None:
+            version = self.tensor._version
+            if version is None:
+                return self.data
+        if version.value != self.expected:
+            raise _version_error(self.expected, version)
         return self.data
 
 
