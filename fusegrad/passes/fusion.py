@@ -17,16 +17,15 @@ Legality comes from levels: a node's level is one more than the highest level it
 so nodes of equal level never depend on each other and running nodes by level is a valid order.
 An op may join a kernel only if everything else it reads has a lower level; kernels of the same
 level and domain can always merge. Each op is placed once, so fusion is linear in the ops.
-A kernel stops growing at MAX_KERNEL_OPS ops, and the next op starts a new one.
+A kernel stops growing at MAX_KERNEL_OPS ops, and the next op starts a new one. Placement is
+greedy; sinking.py then moves elementwise ops a later kernel alone reads into that kernel.
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
-
 from ..ir.core import Function, Op, Value
 from ..ir.primitives import ELEMENTWISE, REDUCTIONS
+from .sinking import sink
 
 REDUCERS = REDUCTIONS | {"argmax", "argmin"}
 SCATTERS = frozenset(("scatter_add", "scatter_add_along_axis"))
@@ -168,7 +167,7 @@ def fuse(fn: Function) -> Fusion:
     for r in fn.results:
         if fuser.kind[r] == INLINE:
             fuser.materialize(r)
-    fuser.sink()
+    sink(fuser)
     return fuser.result()
 
 
@@ -412,94 +411,6 @@ class _Fuser:
         if list(loops[:len(kept)]) != kept:
             return None
         return len(kept)
-
-    # -- sinking -------------------------------------------------------------------------
-
-    def sink(self):
-        """Move elementwise ops into the one later kernel that reads their values.
-
-        A kernel that computes `1 - h*h` from its `h` and stores it for a later kernel of the
-        same domain writes a buffer the later kernel reads back. When those ops are read by
-        nothing else, the later kernel can compute them itself from what is in memory anyway
-        (`h`, stored for a matmul): the op runs once either way, one write and one read fewer.
-        A group moves only if the later kernel then reads no more buffers than before.
-        """
-        fn = self.fn
-        results = set(fn.results)
-        users: dict[Value, list[Op]] = {}
-        for op in fn.ops:
-            for v in op.inputs:
-                users.setdefault(v, []).append(op)
-
-        def kernel_of(op):
-            k = self.node.get(op.out) if self.kind.get(op.out) == NODE else None
-            return self.find(k) if isinstance(k, Kernel) else None
-
-        def in_memory(u, home):
-            return u in results or any(kernel_of(o) is not home for o in users.get(u, ()))
-
-        for kc in [n for n in self.nodes if isinstance(n, Kernel)]:
-            if kc.parent is not None:
-                continue
-            work = [v for op in kc.ops for v in op.inputs]
-            while work:
-                v = work.pop()
-                k = self.home(v)
-                if not isinstance(k, Kernel) or k is kc or k.domain != kc.domain:
-                    continue
-                group = self.sinkable(v, k, kc, users, results, kernel_of, in_memory)
-                if group is None:
-                    continue
-                for op in group:
-                    k.ops.remove(op)
-                    kc.ops.append(op)
-                    self.node[op.out] = kc
-                    work.extend(op.inputs)
-
-    def sinkable(self, v, k, kc, users, results, kernel_of, in_memory):
-        """The ops of k that compute v for kc alone, if moving them into kc pays; else None.
-
-        Walks back from v in reverse program order, so an op is judged after all its readers:
-        it joins the group when every reader is in kc or in the group."""
-        members = set(kc.ops)
-        group: set[Op] = set()
-        leaves: set[Value] = set()
-        tie = itertools.count()
-        heap, seen = [(-self.order.get(self.producer.get(v), -1), next(tie), v)], {v}
-        while heap:
-            _, _, u = heapq.heappop(heap)
-            op = self.producer.get(u)
-            if self.kind[u] == NODE and self.home(u) is k and u not in results and \
-                    self.role.get(op) == "full" and op.prim in ELEMENTWISE and \
-                    all(o in members or o in group for o in users.get(u, ())):
-                group.add(op)
-                for w in op.inputs:
-                    if w not in seen:
-                        seen.add(w)
-                        heapq.heappush(heap, (-self.order.get(self.producer.get(w), -1), next(tie),
-                                              w))
-            elif self.kind[u] == NODE and self.home(u) is k and not in_memory(u, k):
-                return None                     # a register of k: kc could not read it
-            else:
-                leaves |= self.memory_leaves(u)
-        if not group or len(kc.ops) + len(group) > MAX_KERNEL_OPS or any(
-                self.kind[u] == NODE and self.home(u) is k and not in_memory(u, k)
-                for u in leaves):       # read through an index map, but only in a register
-            return None
-        read_before = set().union(*(self.memory_leaves(w) for op in kc.ops for w in op.inputs
-                                    if self.kind[w] != NODE or self.home(w) is not kc))
-        dropped = {op.out for op in group} & read_before
-        return sorted(group, key=self.order.__getitem__) \
-            if len(leaves - read_before) <= len(dropped) else None
-
-    def memory_leaves(self, u) -> set:
-        """The buffers (params and node values) a kernel reads to read u."""
-        kind = self.kind[u]
-        if kind in (NODE, PARAM):
-            return {u}
-        if kind == INLINE and u not in self.mat:
-            return set().union(*(self.memory_leaves(w) for w in self.producer[u].inputs))
-        return set()
 
     # -- result --------------------------------------------------------------------------
 
