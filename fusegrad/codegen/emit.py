@@ -137,6 +137,7 @@ class ModuleSource:
         self.hosts: list = []          # host step ops, in order
         self.segment_args: dict = {}   # segment name -> (values, uses D, uses C)
         self.pooled: list = []         # values whose fresh buffers the runner keeps in its pool
+        self.buffer_root: dict = {}    # value in a pooled buffer -> the pooled value owning it
         self.seg_pooled: list = []     # the pooled values of the segment being built
         self.consts = [op.out for op in fn.ops
                        if op.prim == "constant" and fusion.kind[op.out] == CONST]
@@ -211,10 +212,13 @@ class ModuleSource:
     def alloc(self, v) -> str:
         reuse = self.memory.get(v)
         if reuse is not None:
+            if reuse in self.buffer_root:
+                self.buffer_root[v] = self.buffer_root[reuse]
             return f"{self.names[v]} = {self.names[reuse]}  # reuses the buffer of " \
                    f"{self.describe.names[reuse]}"
         self.pooled.append(v)
         self.seg_pooled.append(v)
+        self.buffer_root[v] = v
         return f"# {self.names[v]}: a pooled {self.describe.type(v)} buffer, passed in by run"
 
     def shape(self, shape) -> str:
@@ -270,9 +274,14 @@ class ModuleSource:
             outs = [v for v in needed_later[i]]
             name = "entry" if len(segments) == 1 else f"seg{seg_id}"
             seg_id += 1
-            call = self.segment(name, seg, defined, outs)
-            lhs = ", ".join(self.names[v] for v in outs)
-            runner.append(f"{lhs}{',' if len(outs) == 1 else ''} = {call}" if outs else call)
+            # a value in a pooled buffer is already the runner's: returning it would only
+            # box the array again (0.25 us each)
+            call, returned = self.segment(name, seg, defined, outs)
+            lhs = ", ".join(self.names[v] for v in returned)
+            runner.append(f"{lhs}{',' if len(returned) == 1 else ''} = {call}" if returned
+                          else call)
+            runner += [f"{self.names[v]} = {self.names[self.buffer_root[v]]}" for v in outs
+                       if v in self.buffer_root and self.buffer_root[v] is not v]
             defined.update(outs)
         return self.module(runner)
 
@@ -321,12 +330,13 @@ class ModuleSource:
         if any(s[0] == "c" for s in used):
             args.append("C")
         self.segment_args[name] = (reads, "D" in args, "C" in args)
+        outs = [v for v in outs if v not in self.buffer_root]
         ret = ", ".join(self.names[v] for v in outs) + ("," if len(outs) == 1 else "")
         lines = head + body + [f"return {ret}" if outs else "return"]
         opts = self.options("entry")
         self.functions.append(f"@numba.njit({_options(opts)})\ndef {name}({', '.join(args)}):\n"
                               + "\n".join("    " + line for line in lines))
-        return f"{name}({', '.join(args)})"
+        return f"{name}({', '.join(args)})", outs
 
     def module(self, runner) -> str:
         fn, names = self.fn, self.names
