@@ -80,12 +80,15 @@ def _defer_numba_blas_probe() -> None:
     to decide how np.cov and friends compute inner products. Generated code calls NumPy's own
     CBLAS (above), so fusegrad never needs that import: here the question is answered by
     whether scipy is installed, without importing it. Numba's BLAS functions (np.dot,
-    np.linalg) still import SciPy themselves when first compiled, as before.
+    np.linalg) still import SciPy themselves when first compiled, as before. A Numba without
+    this probe is left alone.
     """
     if "numba.np.arraymath" in sys.modules:
         return
     import numba.np.linalg as linalg
-    real = linalg.ensure_blas
+    real = getattr(linalg, "ensure_blas", None)
+    if real is None:
+        return
 
     def probe():
         if importlib.util.find_spec("scipy") is None:
