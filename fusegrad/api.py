@@ -256,31 +256,19 @@ class Jitted:
 _FAST_SCALARS = frozenset((float, int, bool))
 
 
-def _env_reader(name: str):
-    """A cheap reader of one environment variable, read on every call.
-
-    os.environ.get raises and catches a KeyError inside when the variable is unset, which
-    costs microseconds; CPython's os.environ keeps a plain dict that answers in nanoseconds."""
-    data = getattr(os.environ, "_data", None)
-    encode = getattr(os.environ, "encodekey", None)
-    decode = getattr(os.environ, "decodevalue", None)
-    if not isinstance(data, dict) or encode is None or decode is None:
-        return lambda: os.environ.get(name)
-    key = encode(name)
-
-    def read():
-        value = data.get(key)
-        return None if value is None else decode(value)
-    return read
-
-
-_forced_backend = _env_reader("FUSEGRAD_BACKEND")
-
-# The raw environment, for the fast path's one dict lookup (bytes on POSIX, compared undecoded).
+# FUSEGRAD_BACKEND is read on every call. os.environ.get raises and catches a KeyError inside
+# when the variable is unset, which costs microseconds; CPython's os.environ keeps a plain dict
+# that answers in nanoseconds. The fast path compares the raw value (bytes on POSIX) undecoded.
 if isinstance(getattr(os.environ, "_data", None), dict) and hasattr(os.environ, "encodekey"):
     _ENV, _BACKEND_KEY = os.environ._data, os.environ.encodekey("FUSEGRAD_BACKEND")
+    _decode = os.environ.decodevalue
 else:
-    _ENV, _BACKEND_KEY = os.environ, "FUSEGRAD_BACKEND"
+    _ENV, _BACKEND_KEY, _decode = os.environ, "FUSEGRAD_BACKEND", str
+
+
+def _forced_backend():
+    value = _ENV.get(_BACKEND_KEY)
+    return None if value is None else _decode(value)
 
 
 def _fast_key(args):

@@ -144,17 +144,8 @@ def _run(roots, seeds, retain_graph, create_graph, capture=None) -> dict:
                     g = None                    # a captured leaf, or leads to none
             if g is None:
                 pass
-            elif plain and node.rule is not None and node.retained is None and \
-                    node.saved is not None:     # _run_node and _call_rule, inlined
-                args = [s.unpack() if type(s) is SavedTensor else s for s in node.saved]
-                try:
-                    grads = node.rule(g, *args, **node.params)
-                except Exception as e:
-                    e.add_note(f"while running {node.name} in backward")
-                    raise
-                if len(grads) != len(node.inputs):
-                    raise RuntimeError(f"Function {node.name} returned {len(grads)} gradients "
-                                       f"but expected {len(node.inputs)}")
+            elif plain and node.rule is not None and node.retained is None:
+                grads = _call_rule(node, g, False)     # _run_node's common case, inlined
             else:
                 grads = _run_node(node, g, create_graph, stream, anomaly, capture is None)
             if not retain_graph and (g is not None or capture is None):
