@@ -1,0 +1,65 @@
+"""Where the W2 step's time goes, everything timed interleaved in one process (drift cancels).
+
+    python benchmarks/w2_parts.py [f32|f64]
+
+Columns: the fusegrad step; the same five matmuls through fusegrad's gemm (codegen/blas.py) on
+the step's shapes and layouts; the five matmuls as NumPy calls (references.GEMMS, the W2 floor).
+Ratios are medians of per-repeat ratios to the NumPy GEMMs; step minus our GEMMs is what the
+fused kernels and the data moving between them cost.
+"""
+
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import fusegrad as fg
+import fusegrad.nn as fnn
+from fusegrad.codegen import blas
+
+sys.path.insert(0, os.path.dirname(__file__))
+import references as ref  # noqa: E402
+
+
+def w2(W1, b1, W2, b2, X, y):
+    return fnn.cross_entropy(np.tanh(X @ W1 + b1) @ W2 + b2, y)
+
+
+def main():
+    dtype = np.float64 if sys.argv[1:] == ["f64"] else np.float32
+    args = ref.w2_inputs(dtype)
+    W1, b1, W2, b2, X, y = args
+    step = fg.jit(fg.value_and_grad(w2, argnums=(0, 1, 2, 3)))
+    B, H, K = X.shape[0], W1.shape[1], W2.shape[1]
+    H_, dl = np.tanh(X @ W1), np.ones((B, K), dtype)
+    o = [np.empty(s, dtype) for s in ((B, H), (B, K), (B, H), (H, K), W1.shape)]
+
+    def ours():
+        blas.gemm(X, W1, o[0])
+        blas.gemm(H_, W2, o[1])
+        blas.gemm(dl, W2.T, o[2])
+        blas.gemm(H_.T, dl, o[3])
+        blas.gemm(X.T, H_, o[4])
+
+    calls = {"numpy GEMMs": ref.GEMMS["W2"](*args), "our gemm": ours,
+             "fusegrad step": lambda: step(*args)}
+    for f in calls.values():
+        for _ in range(30):
+            f()
+    times = {k: [] for k in calls}
+    for _ in range(15):
+        for k, f in calls.items():
+            t0 = time.perf_counter()
+            for _ in range(10):
+                f()
+            times[k].append((time.perf_counter() - t0) / 10)
+    base = times["numpy GEMMs"]
+    for k, ts in times.items():
+        r = statistics.median(t / b for t, b in zip(ts, base))
+        print(f"{np.dtype(dtype).name} {k:14s} {statistics.median(ts) * 1e3:6.3f} ms  {r:.3f}x")
+
+
+if __name__ == "__main__":
+    main()
