@@ -415,3 +415,52 @@ def test_design_methods_record_and_differentiate():
         assert method(x).requires_grad, k
         result = gradcheck(method, [x])
         assert result.passed, (k, result.report)
+
+
+# -- the operator and ufunc shortcuts of Tensor ------------------------------------------------
+
+def test_tensor_ufunc_shortcuts_agree_with_fusegrad_numpy():
+    import fusegrad.numpy as fnp
+    from fusegrad.runtime.tensor import _FLOAT_UNARY_UFUNCS
+    for ufunc in _FLOAT_UNARY_UFUNCS:
+        for dtype in ("float32", "float64"):
+            x = leaf([0.25, 0.5, 1.5], dtype)
+            fast, general = ufunc(x), fnp.HANDLED_UFUNCS[ufunc](x)
+            assert fast.dtype == general.dtype == x.dtype
+            np.testing.assert_array_equal(fast.data, general.data)
+            assert fast.grad_fn.name == general.grad_fn.name, ufunc
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "truediv"])
+def test_tensor_operator_shortcuts_agree_with_fusegrad_numpy(op):
+    import operator
+
+    import fusegrad.numpy as fnp
+    general = {"add": fnp.add, "sub": fnp.subtract, "mul": fnp.multiply,
+               "truediv": fnp.true_divide}[op]
+    apply = getattr(operator, op)
+    x32, x64 = leaf([1.5, -2.0], "float32"), leaf([1.5, -2.0])
+    for a, b in [(x32, 3.0), (3.0, x32), (x32, 2), (2, x32), (x64, x32), (x32, x64)]:
+        fast, slow = apply(a, b), general(a, b)
+        assert fast.dtype == slow.dtype
+        np.testing.assert_array_equal(fast.data, slow.data)
+        assert fast.grad_fn.name == slow.grad_fn.name
+    flags = tensor([True, False])
+    if op in ("add", "mul"):  # two bools: logical or / and, as in NumPy, not arithmetic
+        assert apply(flags, flags).dtype == np.bool_
+    ints = tensor([3, 4])
+    np.testing.assert_array_equal(apply(ints, 2).data, apply(np.array([3, 4]), 2))
+
+
+def test_scalar_chain_gradients_are_arrays_not_numpy_scalars():
+    def chain(x):
+        for _ in range(5):
+            x = x * 1.5 + 0.25 * np.sin(x)
+        return x
+
+    x = leaf(0.5)
+    chain(x).backward()
+    assert type(x.grad.data) is np.ndarray and x.grad.shape == ()
+    (gx,) = grad(chain(x), [x])
+    assert type(gx.data) is np.ndarray and gx.shape == ()
+    assert gx.item() == x.grad.item()

@@ -108,7 +108,7 @@ def _seed(root: Tensor, gradient, create_graph):
         if root.data.size != 1:
             raise GradientShapeError(f"grad can be implicitly created only for scalar outputs, "
                                      f"got shape {_fmt(root.shape)}")
-        seed = np.ones(root.shape, root.dtype)
+        seed = np.ones(root.shape, root.dtype)[()]  # a NumPy scalar for a 0-d root (see _run)
     else:
         data = gradient.data if isinstance(gradient, Tensor) else np.asarray(gradient)
         if data.shape != root.shape:
@@ -159,8 +159,9 @@ def _run(roots, seeds, retain_graph, create_graph, capture=None) -> dict:
                         gi = _fit(node, i, gi, shape, dtype, create_graph)
                     prev = buffers.get(edge)  # the sum is out of place: gi may alias a buffer
                     buffers[edge] = gi if prev is None else prev + gi
-                deps[edge] -= 1
-                if deps[edge] == 0:
+                left = deps[edge] - 1
+                deps[edge] = left
+                if not left:
                     ready.append(edge)
     return found
 
@@ -247,9 +248,12 @@ def _call_rule(node, g, create_graph) -> Sequence:
         if not isinstance(g, Tensor):
             g = _wrap(np.asarray(g))
     else:
-        args = [s.unpack() if type(s) is SavedTensor else s for s in saved]
+        args = []  # a loop, not a comprehension: cheaper for two or three values on 3.11
+        for s in saved:
+            args.append(s.unpack_plain() if type(s) is SavedTensor else s)
+    params = node.params
     try:
-        grads = node.rule(g, *args, **node.params)
+        grads = node.rule(g, *args, **params) if params else node.rule(g, *args)
     except Exception as e:
         e.add_note(f"while running {node.name} in backward")
         raise

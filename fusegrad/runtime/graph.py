@@ -111,6 +111,11 @@ class SavedTensor:
             raise _version_error(self.expected, version)
         return self.data
 
+    def unpack_plain(self):
+        """unpack(), with a 0-d array as a NumPy scalar: what a rule gets when nothing records."""
+        data = self.unpack()
+        return data[()] if data.ndim == 0 else data
+
 
 class Node:
     """One backward function: name, rule, params, saved values and one NodeInput per operand.
