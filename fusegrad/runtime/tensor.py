@@ -30,6 +30,7 @@ from .interpreter import apply
 
 _VIEW_PRIMS = frozenset(("reshape", "transpose", "slice", "broadcast_in_dim"))
 _NO_INPUT = (None, None, None)
+_NO_PARAMS: dict = {}  # shared by every parameterless node; nothing writes a node's params
 
 
 class _Version:
@@ -94,54 +95,54 @@ class Tensor(ArrayMethods):
     # operands, tracers, arrays) takes the general path of ArrayMethods.
     def __add__(self, other):
         if self.data.dtype.kind == "f" and _fast_operand(other):
-            return Tensor._fg_bind("add", (self, other), {})
+            return Tensor._fg_bind("add", (self, other), _NO_PARAMS)
         return ArrayMethods.__add__(self, other)
 
     def __radd__(self, other):
         if self.data.dtype.kind == "f" and _fast_operand(other):
-            return Tensor._fg_bind("add", (other, self), {})
+            return Tensor._fg_bind("add", (other, self), _NO_PARAMS)
         return ArrayMethods.__radd__(self, other)
 
     def __sub__(self, other):
         if self.data.dtype.kind == "f" and _fast_operand(other):
-            return Tensor._fg_bind("sub", (self, other), {})
+            return Tensor._fg_bind("sub", (self, other), _NO_PARAMS)
         return ArrayMethods.__sub__(self, other)
 
     def __rsub__(self, other):
         if self.data.dtype.kind == "f" and _fast_operand(other):
-            return Tensor._fg_bind("sub", (other, self), {})
+            return Tensor._fg_bind("sub", (other, self), _NO_PARAMS)
         return ArrayMethods.__rsub__(self, other)
 
     def __mul__(self, other):
         if self.data.dtype.kind == "f" and _fast_operand(other):
-            return Tensor._fg_bind("mul", (self, other), {})
+            return Tensor._fg_bind("mul", (self, other), _NO_PARAMS)
         return ArrayMethods.__mul__(self, other)
 
     def __rmul__(self, other):
         if self.data.dtype.kind == "f" and _fast_operand(other):
-            return Tensor._fg_bind("mul", (other, self), {})
+            return Tensor._fg_bind("mul", (other, self), _NO_PARAMS)
         return ArrayMethods.__rmul__(self, other)
 
     def __truediv__(self, other):
         if self.data.dtype.kind == "f" and _fast_operand(other):
-            return Tensor._fg_bind("div", (self, other), {})
+            return Tensor._fg_bind("div", (self, other), _NO_PARAMS)
         return ArrayMethods.__truediv__(self, other)
 
     def __rtruediv__(self, other):
         if self.data.dtype.kind == "f" and _fast_operand(other):
-            return Tensor._fg_bind("div", (other, self), {})
+            return Tensor._fg_bind("div", (other, self), _NO_PARAMS)
         return ArrayMethods.__rtruediv__(self, other)
 
     def __neg__(self):
         if self.data.dtype.kind == "f":
-            return Tensor._fg_bind("neg", (self,), {})
+            return Tensor._fg_bind("neg", (self,), _NO_PARAMS)
         return ArrayMethods.__neg__(self)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         prim = _FLOAT_UNARY_UFUNCS.get(ufunc)
         if prim is not None and len(inputs) == 1 and method == "__call__" and not kwargs \
                 and self.data.dtype.kind == "f":
-            return Tensor._fg_bind(prim, inputs, {})
+            return Tensor._fg_bind(prim, inputs, _NO_PARAMS)
         return ArrayMethods.__array_ufunc__(self, ufunc, method, *inputs, **kwargs)
 
     # -- array attributes ---------------------------------------------------------------------
@@ -389,7 +390,7 @@ def _record(prim, rule, args, out, params) -> None:
         else:
             saved.append(None if mode is None else _save(mode, a, False))
             inputs.append(_NO_INPUT)
-    out.grad_fn = Node(name, rule, params, saved, inputs, out.data.shape,
+    out.grad_fn = Node(name, rule, params or _NO_PARAMS, saved, inputs, out.data.shape,
                        user_location(full=True) if hooks.anomaly_enabled else None)
     out._requires_grad = True
 
