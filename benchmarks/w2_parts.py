@@ -2,10 +2,13 @@
 
     python benchmarks/w2_parts.py [f32|f64]
 
-Columns: the fusegrad step; the same five matmuls through fusegrad's gemm (codegen/blas.py) on
-the step's shapes and layouts; the five matmuls as NumPy calls (references.GEMMS, the W2 floor).
-Ratios are medians of per-repeat ratios to the NumPy GEMMs; step minus our GEMMs is what the
-fused kernels and the data moving between them cost.
+Rows: the five matmuls as NumPy calls (references.GEMMS, the W2 floor); the same five through
+fusegrad's gemm (codegen/blas.py) on the step's shapes and layouts; those again with one
+single-threaded write of a (B, H) array before the last GEMM, once into that GEMM's input (as the
+step's dtanh kernel writes dZ before dW1 = X.T @ dZ) and once into an array no GEMM reads; the
+fusegrad step. Ratios are medians of per-repeat ratios to the NumPy GEMMs. Step minus our GEMMs
+is what the fused kernels and the data moving between them cost; the two "write" rows apart are
+what a GEMM pays for reading, on both cores, an input that one core has just written.
 """
 
 import os
@@ -13,6 +16,7 @@ import statistics
 import sys
 import time
 
+import numba
 import numpy as np
 
 import fusegrad as fg
@@ -27,6 +31,13 @@ def w2(W1, b1, W2, b2, X, y):
     return fnn.cross_entropy(np.tanh(X @ W1 + b1) @ W2 + b2, y)
 
 
+@numba.njit(error_model="numpy", nogil=True)
+def _write(src, dst):  # one pass on the calling thread, as a fused kernel would write
+    for i in range(src.shape[0]):
+        for j in range(src.shape[1]):
+            dst[i, j] = src[i, j] * 0.5
+
+
 def main():
     dtype = np.float64 if sys.argv[1:] == ["f64"] else np.float32
     args = ref.w2_inputs(dtype)
@@ -36,20 +47,25 @@ def main():
     H_, dl = np.tanh(X @ W1), np.ones((B, K), dtype)
     o = [np.empty(s, dtype) for s in ((B, H), (B, K), (B, H), (H, K), W1.shape)]
 
-    def ours():
+    dZ, elsewhere = H_.copy(), np.empty_like(H_)
+
+    def ours(write_to=None):
         blas.gemm(X, W1, o[0])
         blas.gemm(H_, W2, o[1])
         blas.gemm(dl, W2.T, o[2])
         blas.gemm(H_.T, dl, o[3])
-        blas.gemm(X.T, H_, o[4])
+        if write_to is not None:
+            _write(H_, write_to)
+        blas.gemm(X.T, dZ, o[4])
 
     calls = {"numpy GEMMs": ref.GEMMS["W2"](*args), "our gemm": ours,
+             "+ write input": lambda: ours(dZ), "+ write other": lambda: ours(elsewhere),
              "fusegrad step": lambda: step(*args)}
     for f in calls.values():
         for _ in range(30):
             f()
     times = {k: [] for k in calls}
-    for _ in range(15):
+    for _ in range(25):
         for k, f in calls.items():
             t0 = time.perf_counter()
             for _ in range(10):
