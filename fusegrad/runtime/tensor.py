@@ -1,11 +1,12 @@
 """Eager tensors: NumPy arrays that record a backward graph as operations run (define-by-run).
 
-Every operation on a Tensor ends in bind(), which hands it to `Tensor._fg_bind`: compute the
-primitive with the interpreter's NumPy implementation, wrap the result, and, when grad mode is
-on, the result is floating point, the primitive has a VJP rule and some input requires grad,
-record one Node (graph.py) whose rule comes from the formula table. Operators and NumPy methods
-come from ArrayMethods, shared with tracers; only eager-specific members live here: gradients,
-backward, in-place operations, detach, conversion to Python and NumPy values.
+Every operation on a Tensor ends in `Tensor._fg_bind` (through bind(), or directly from the
+arithmetic operators and unary ufuncs on float operands, which skip the general front end):
+compute the primitive with the interpreter's NumPy implementation, wrap the result, and, when
+grad mode is on, the result is floating point, the primitive has a VJP rule and some input
+requires grad, record one Node (graph.py) whose rule comes from the formula table. Operators
+and NumPy methods come from ArrayMethods, shared with tracers; only eager-specific members live
+here: gradients, backward, in-place operations, detach, conversion to Python and NumPy values.
 
 Storage versions: every tensor has a version counter shared with the tensors that view the
 same NumPy buffer (detach(), and reshape/transpose/slice/broadcast results that alias their
