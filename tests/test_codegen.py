@@ -447,3 +447,67 @@ def test_compiled_matmuls_never_import_scipy_and_numba_blas_still_works(tmp_path
     assert float(out[0]) == pytest.approx(np.sum(np.tanh(np.arange(12.0).reshape(3, 4) @
                                                          np.arange(12.0).reshape(3, 4).T)))
     assert out[1] == "False" and float(out[2]) == 0.0 and out[3] == "True"
+
+
+# -- streaming stores for what only BLAS reads --------------------------------------------------
+
+def test_stream_row_copies_any_alignment_and_length():
+    from numba import njit
+
+    from fusegrad.codegen.support import stream_row
+
+    @njit
+    def copy_rows(dst, src, nontemporal):
+        for i in range(src.shape[0]):
+            stream_row(dst[i], src[i], nontemporal)
+
+    for dtype in (np.float32, np.float64, np.int64):
+        size = np.dtype(dtype).itemsize
+        for n in (0, 1, 3, 17, 515):
+            src = rng.standard_normal((3, n)).astype(dtype)
+            raw = np.zeros(3 * n * size + 64, np.uint8)
+            for offset in range(0, 16, 4):    # every 16-byte phase, and misaligned float64
+                dst = raw[offset:offset + 3 * n * size].view(dtype).reshape(3, n)
+                for nontemporal in (True, False):
+                    dst[...] = 0
+                    copy_rows(dst, src, nontemporal)
+                    np.testing.assert_array_equal(dst, src)
+
+
+def test_a_kernel_output_only_blas_reads_is_streamed_by_rows():
+    def f(x, w):
+        return np.tanh(x * 2.0) @ w
+
+    jf = fg.jit(f)
+    for shape in ((300, 260), (7, 5)):     # over and under STREAM_MIN_BYTES: one source
+        x = rng.standard_normal(shape).astype(np.float32)
+        w = rng.standard_normal((shape[1], 8)).astype(np.float32)
+        np.testing.assert_allclose(jf(x, w), np.tanh(x * 2) @ w, rtol=2e-5, atol=2e-5)
+        src = jf.lower(x, w).source
+        assert "stream_row(" in src and "stream_fence()" in src and " >= 65536" in src
+
+    def g(x, w):                           # also a result: stays in the cache
+        h = np.tanh(x * 2.0)
+        return h @ w, h
+
+    x, w = rng.standard_normal((300, 260)).astype(np.float32), np.ones((260, 8), np.float32)
+    y, h = fg.jit(g)(x, w)
+    np.testing.assert_allclose(h, np.tanh(x * 2), rtol=3e-7, atol=1e-7)
+    assert "stream_row(" not in fg.jit(g).lower(x, w).source
+
+
+def test_streamed_rows_under_prange_have_a_scratch_row_each():
+    def f(x, w):
+        return fnn.softmax(x) @ w
+
+    x = rng.standard_normal((512, 256)).astype(np.float32)
+    w = rng.standard_normal((256, 4)).astype(np.float32)
+    jf = fg.jit(f)
+    src = jf.lower(x, w).source
+    kernel = src[:src.index("stream_row(")]
+    kernel = kernel[kernel.rindex("def k"):]
+    assert "prange(" in kernel
+    assert kernel.index("prange(") < kernel.index("_stream = np.empty(")  # one per row
+    e = np.exp(x - x.max(1, keepdims=True))
+    np.testing.assert_allclose(jf(x, w), e / e.sum(1, keepdims=True) @ w, rtol=1e-4,
+                               atol=1e-6)

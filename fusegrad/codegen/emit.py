@@ -143,6 +143,34 @@ class ModuleSource:
                        if op.prim == "constant" and fusion.kind[op.out] == CONST]
         order = list(fn.params) + self.consts + [op.out for op in fn.ops]
         self.position = {v: i for i, v in reversed(list(enumerate(order)))}
+        self.streamed = self.stream_outputs()
+
+    def stream_outputs(self) -> dict:
+        """Per kernel, its outputs that only matrix products read (directly or through a
+        transpose): a large one is stored with non-temporal stores, so the BLAS threads on
+        other cores read it from memory rather than out of this core's cache
+        (KernelSource.stream, support.stream_row)."""
+        readers: dict = {}
+        for node in self.fusion.nodes:
+            for v in self.fusion.reads(node):
+                readers.setdefault(v, []).append(node)
+
+        def only_blas(v, hops=1) -> bool:
+            nodes = readers.get(v, [])
+            return bool(nodes) and all(
+                isinstance(n, Step) and (n.kind == "blas" or hops and n.op.prim == "transpose"
+                                         and only_blas(n.op.out, hops - 1))
+                for n in nodes)
+
+        results = set(self.fn.results)
+        streamed: dict = {}
+        for node in self.fusion.nodes:
+            if isinstance(node, Kernel):
+                outs = frozenset(v for v in self.fusion.outputs[node] if v not in results and
+                                 v.type.ndim >= 2 and only_blas(v))
+                if outs:
+                    streamed[node] = outs
+        return streamed
 
     # -- kernels -------------------------------------------------------------------------
 
@@ -151,7 +179,7 @@ class ModuleSource:
         name = f"k{self.kernel_count}"
         self.kernel_count += 1
         src = KernelSource(k, self.fusion, self.names, self.syms, self.describe, name,
-                           self.parallel)
+                           self.parallel, self.streamed.get(k, frozenset()))
         body = src.build()
         outputs = [v for v in self.fusion.outputs[k] if v.shape != ()]
         returns = src.scalar_outputs
@@ -406,8 +434,8 @@ class ModuleSource:
         funcs = mathlib_funcs() or {}
         used = [(p, dt) for p in MATH_FUNCS for dt in ("f64", "f32")
                 if (p, dt) in funcs and f"{p}_{dt}" in called]
-        support = [n for n in ("stable_logistic_f64", "stable_logistic_f32", "ipow")
-                   if n in called]
+        support = [n for n in ("stable_logistic_f64", "stable_logistic_f32", "ipow",
+                               "stream_row", "stream_fence") if n in called]
         if support:
             lines.append(f"from fusegrad.codegen.support import {', '.join(support)}")
         blas = [n for n in ("bmm", "gemm") if n in called]

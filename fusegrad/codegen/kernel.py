@@ -19,6 +19,7 @@ from ..ir.primitives import ELEMENTWISE
 from ..passes.fusion import INLINE, Kernel
 from .chunks import only_indexes, parallel_worth, render_chunks
 from .index_maps import INDEX_RULES, ZERO, Expr
+from .support import STREAM_MIN_BYTES
 from .templates import (
     MATH_FUNCS,
     MATHLIB_MAX_CALLS,
@@ -43,9 +44,11 @@ class KernelSource:
     returns, `passes` the passes over a row, and `has_reduction` / `serial` decide options."""
 
     def __init__(self, kernel: Kernel, fusion, names, syms, describe, name: str,
-                 parallel=False):
+                 parallel=False, streamed=frozenset()):
         self.k, self.fusion, self.names, self.syms = kernel, fusion, names, syms
         self.describe, self.name, self.parallel = describe, name, parallel
+        self.streamed = streamed     # outputs to store a row at a time with stream_row
+        self.streaming = False       # whether any output was (then stream_fence() at the end)
         self.loops = kernel.loops
         self.depth_of = {a: i + 1 for i, a in enumerate(self.loops)}
         self.split = kernel.split or 0
@@ -172,8 +175,35 @@ class KernelSource:
             self.returns[v] = e.text
             return
         depth = max([e.depth] + [i.depth for i in index])
-        self.put(f"{self.buffer(v)}[{_join(index)}] = {e.text}", depth,
-                 e.avail if phase is None else phase)
+        phase = e.avail if phase is None else phase
+        if v in self.streamed and self.streams(index):
+            self.stream(v, e, depth, phase)
+            return
+        self.put(f"{self.buffer(v)}[{_join(index)}] = {e.text}", depth, phase)
+
+    def streams(self, index) -> bool:
+        """Whether an output stored at `index` can go out a row at a time: stored over the
+        whole domain, its last axis the innermost loop, and rows never shared by threads
+        (the scratch row is one per thread only when rows run in prange)."""
+        loops = self.loops
+        return index == self.identity and len(loops) >= 2 and \
+            loops[-1] == len(self.k.domain) - 1 and (self.split == len(loops) - 1 or
+                                                     not self.parallel)
+
+    def stream(self, v, e, depth, phase):
+        """Store v into a row scratch in the inner loop, then copy each finished row out, with
+        non-temporal stores when v has at least STREAM_MIN_BYTES (decided at run time, so the
+        source still depends on ranks only): support.stream_row."""
+        row = f"{self.names[v]}_stream"
+        n = self.syms.dim(self.k.domain[self.loops[-1]])
+        size = " * ".join(self.syms.dim(self.k.domain[a]) for a in self.loops)
+        self.scratch_decls.append(f"{row} = np.empty({n}, np.{v.type.np_dtype.name})")
+        self.prologue.append(
+            f"{row}_nt = {size} >= {STREAM_MIN_BYTES // v.type.np_dtype.itemsize}")
+        self.put(f"{row}[{self.identity[-1].text}] = {e.text}", depth, phase)
+        self.put(f"stream_row({self.buffer(v)}[{_join(self.identity[:-1])}], {row}, {row}_nt)",
+                 depth - 1, phase, "post")
+        self.streaming = True
 
     def buffer(self, v) -> str:
         return f"{self.names[v]}_out"
@@ -389,6 +419,8 @@ class KernelSource:
         for a, prim, _ in self.row_parts:
             body += [f"{a} = {a}_part[0]", f"for r in range(1, {n}):",
                      "    " + reduction_update(prim, a, f"{a}_part[r]")]
+        if self.streaming:
+            body.append("stream_fence()")
         if self.returns:
             body.append(f"return {', '.join(self.returns[v] for v in self.scalar_outputs)}")
         return "\n".join(_indent(body))

@@ -1,12 +1,16 @@
-"""Numba helpers that generated modules import: scalar functions too long for a template (the
-matrix products are in blas.py). Part of the disk-cache key (compile.py hashes this file)."""
+"""Numba helpers that generated modules import: scalar functions too long for a template, and
+the streaming row store (the matrix products are in blas.py). Part of the disk-cache key
+(compile.py hashes this file)."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 _scalar = njit(inline="always", error_model="numpy")
 
@@ -35,3 +39,75 @@ def ipow(a, b):
         a *= a
         b >>= 1
     return result
+
+
+# -- streaming stores -------------------------------------------------------------------------
+# A kernel output that only a multi-threaded BLAS call reads is stored with non-temporal stores:
+# the rows go to memory instead of staying dirty in the writing core's cache, where the BLAS
+# threads on the other cores would have to fetch them line by line (benchmarks/w2_parts.py
+# measures that hand-off). The kernel computes a row into a scratch array and stream_row
+# copies it out.
+
+_STREAM_CHUNK = 16  # bytes per non-temporal store: one SSE register, legal on any x86-64
+# Below this, a BLAS call's input is cheap to fetch from another core's cache, and streaming it
+# to memory would cost a round trip of its own.
+STREAM_MIN_BYTES = 1 << 18
+
+
+@intrinsic
+def _stream_copy(typingctx, dst, src, nbytes):
+    """Copy nbytes, a multiple of 16, from address src to the 16-byte aligned address dst with
+    non-temporal stores."""
+    if not all(isinstance(t, types.Integer) for t in (dst, src, nbytes)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        i64, chunk = ir.IntType(64), ir.VectorType(ir.IntType(32), _STREAM_CHUNK // 4)
+        d, s, n = (builder.zext(a, i64) if a.type.width < 64 else a for a in args)
+        bytes_ = ir.IntType(8).as_pointer()
+        d, s = builder.inttoptr(d, bytes_), builder.inttoptr(s, bytes_)
+        nontemporal = builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)])
+        count = builder.udiv(n, ir.Constant(i64, _STREAM_CHUNK))
+        with cgutils.for_range(builder, count) as loop:
+            offset = builder.mul(loop.index, ir.Constant(i64, _STREAM_CHUNK))
+            at = [offset]
+            value = builder.load(builder.bitcast(builder.gep(s, at), chunk.as_pointer()),
+                                 align=1)
+            store = builder.store(value, builder.bitcast(builder.gep(d, at),
+                                                         chunk.as_pointer()),
+                                  align=_STREAM_CHUNK)
+            store.set_metadata("nontemporal", nontemporal)
+        return context.get_dummy_value()
+
+    return types.none(dst, src, nbytes), codegen
+
+
+@intrinsic
+def stream_fence(typingctx):
+    """Order the non-temporal stores before everything after them (they are weakly ordered):
+    a kernel that streamed calls it once before returning. Rows streamed by prange threads
+    are ordered by the join of the parallel region, whose atomics drain the write-combining
+    buffers, before the fence."""
+    def codegen(context, builder, sig, args):
+        builder.fence("seq_cst")
+        return context.get_dummy_value()
+
+    return types.none(), codegen
+
+
+@njit(inline="always", error_model="numpy")
+def stream_row(dst, src, nontemporal):
+    """dst[:] = src for two contiguous 1-D arrays of one dtype. With `nontemporal`, the 16-byte
+    aligned middle of dst is written with non-temporal stores, its ends (and a dst not aligned
+    to its own itemsize) with plain ones."""
+    n, size = src.shape[0], src.itemsize
+    addr = dst.ctypes.data
+    head = n if addr % size or not nontemporal else \
+        min(n, ((-addr) % _STREAM_CHUNK) // size)
+    for j in range(head):
+        dst[j] = src[j]
+    body = (n - head) * size // _STREAM_CHUNK * _STREAM_CHUNK
+    if body:
+        _stream_copy(addr + head * size, src.ctypes.data + head * size, body)
+    for j in range(head + body // size, n):
+        dst[j] = src[j]
