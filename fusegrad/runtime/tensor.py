@@ -97,10 +97,7 @@ class Tensor(ArrayMethods):
             else:
                 datas.append(a)
         data = apply(prim, datas, params)
-        out = _new_tensor(Tensor)
-        out.data = data
-        out.grad = out.grad_fn = out._version = out._accumulator = None
-        out._requires_grad = False
+        out = _wrap(data)
         if prim in _VIEW_PRIMS and np.may_share_memory(data, datas[0]):
             out._version = args[0]._vc()
         if needs_grad and data.dtype.kind == "f" and _grad_state.enabled:
