@@ -196,8 +196,7 @@ class Jitted:
         # the path was installed (about 0.3 us in all).
         fast = self._fast
         if fast and not kwargs:
-            fast = fast.get(type(args[0]) if len(args) == 1 and type(args[0]) in _FAST_SCALARS
-                            else _fast_key(args))
+            fast = fast.get(_fast_key(args))
             if fast and _ENV.get(_BACKEND_KEY) == self._fast_env and (
                     not _busy[0] or not (_tracer_state.stack or _eager_state.depth)):
                 run, rebuild = fast
@@ -273,11 +272,12 @@ def _forced_backend():
 
 def _fast_key(args):
     """A cache key for positional args that are all ndarrays or Python scalars, else None:
-    the type of a scalar, (dtype, shape) of an array."""
+    the type of a scalar, (dtype, shape) of an array; a single argument's key is not wrapped
+    in a tuple."""
     if len(args) == 1:
         a = args[0]
         t = type(a)
-        if t is float or t is int or t is bool:
+        if t in _FAST_SCALARS:
             return t
         return (a.dtype, a.shape) if t is np.ndarray else None
     key = []

@@ -233,9 +233,9 @@ def _gc_paused():
     """Suspend the cyclic garbage collector while building IR or an eager tape.
 
     Tracing allocates millions of small acyclic objects (Values, Ops, tracers), and the tape
-    one Node, Tensor and closure per op; CPython's generational collector rescans them again
-    and again, which doubles the time to differentiate a 100 000-op program (and the eager
-    engine's time per op). Reference counting still frees everything; a cycle made by the
+    a Node, a Tensor and saved values per op; CPython's generational collector rescans them
+    again and again, which doubles the time to differentiate a 100 000-op program (and the
+    eager engine's time per op). Reference counting still frees everything; a cycle made by the
     user's function waits for the next collection after the transform.
     """
     if not gc.isenabled():

@@ -6,9 +6,9 @@ chunk number; after the parallel loop the partials are folded in chunk order. Th
 depends on the length only (small chunks up to SMALL_MAX elements, so that 10**4 elements still
 split across threads; large ones above, where each chunk's partials and call cost show), never
 on the thread count, so the bits of every result are the same for any number of threads and
-any schedule. The loop variable is unsigned inside a chunk: with a
-signed index Numba checks for negative (wraparound) indices, and LLVM, unable to prove the
-start of the range non-negative, stops vectorizing.
+any schedule. The loop variable is unsigned inside a chunk: with a signed index Numba checks
+for negative (wraparound) indices, and LLVM, unable to prove the start of the range
+non-negative, stops vectorizing.
 """
 
 from __future__ import annotations

@@ -15,6 +15,8 @@ accumulate in scalars when their kept loops are outer loops, else into the outpu
 
 from __future__ import annotations
 
+import math
+
 from ..ir.primitives import ELEMENTWISE
 from ..passes.fusion import INLINE, Kernel
 from .chunks import only_indexes, parallel_worth, render_chunks
@@ -73,9 +75,7 @@ class KernelSource:
         self.chunkable = not kernel.split and len(self.loops) == 1
         self.chunked = False         # decided by render(): see chunks.py
         self.row_parts: list = []    # (name, prim, np dtype) of reductions folded per row
-        size = 1
-        for n in kernel.domain:
-            size *= n
+        size = math.prod(kernel.domain)
         calls = sum(op.prim in MATH_FUNCS for op in kernel.ops)
         itemsize = max((op.out.type.np_dtype.itemsize for op in kernel.ops
                         if op.out.dtype in ("f32", "f64")), default=8)
@@ -194,10 +194,8 @@ class KernelSource:
         """Store v into a row scratch in the inner loop, then copy each finished row out, with
         non-temporal stores when v has at least STREAM_MIN_BYTES (decided at run time, so the
         source still depends on ranks only): support.stream_row."""
-        row = f"{self.names[v]}_stream"
-        n = self.syms.dim(self.k.domain[self.loops[-1]])
+        row = self.scratch_row(f"{self.names[v]}_stream", v)
         size = " * ".join(self.syms.dim(self.k.domain[a]) for a in self.loops)
-        self.scratch_decls.append(f"{row} = np.empty({n}, np.{v.type.np_dtype.name})")
         self.prologue.append(
             f"{row}_nt = {size} >= {STREAM_MIN_BYTES // v.type.np_dtype.itemsize}")
         self.put(f"{row}[{self.identity[-1].text}] = {e.text}", depth, phase)
@@ -244,11 +242,15 @@ class KernelSource:
         inner = self.loop_var(self.loops[-1]).text
         row = self.scratch.get(key)
         if row is None:
-            row = self.scratch[key] = f"{e.text}_row"
-            n = self.syms.dim(self.k.domain[self.loops[-1]])
-            self.scratch_decls.append(f"{row} = np.empty({n}, np.{v.type.np_dtype.name})")
+            row = self.scratch[key] = self.scratch_row(f"{e.text}_row", v)
             self.put(f"{row}[{inner}] = {e.text}", e.depth, e.pass_)
         return Expr(f"{row}[{inner}]", e.depth, e.avail, self.cur)
+
+    def scratch_row(self, name: str, v) -> str:
+        """Declare a scratch array of v's dtype, one inner row long (see render for where)."""
+        n = self.syms.dim(self.k.domain[self.loops[-1]])
+        self.scratch_decls.append(f"{name} = np.empty({n}, np.{v.type.np_dtype.name})")
+        return name
 
     def load(self, v, index) -> Expr:
         name = self.names[v]

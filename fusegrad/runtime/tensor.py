@@ -364,14 +364,11 @@ def _record(prim, rule, args, out, params) -> None:
     saved = [None if out_mode is None else _save(out_mode, out, True)]
     inputs = []
     for a, mode in zip(args, modes):
-        if isinstance(a, Tensor):
+        saved.append(None if mode is None else _save(mode, a, False))
+        if isinstance(a, Tensor) and a._requires_grad:
             data = a.data
-            saved.append(None if mode is None else SavedTensor(a, False) if mode == "data"
-                         else _Meta(data.shape, data.dtype))
-            inputs.append((a.grad_fn or gradient_edge(a), data.shape, data.dtype)
-                          if a._requires_grad else _NO_INPUT)
+            inputs.append((a.grad_fn or gradient_edge(a), data.shape, data.dtype))
         else:
-            saved.append(None if mode is None else _save(mode, a, False))
             inputs.append(_NO_INPUT)
     out.grad_fn = Node(name, rule, params or _NO_PARAMS, saved, inputs, out.data.shape,
                        user_location(full=True) if hooks.anomaly_enabled else None)
