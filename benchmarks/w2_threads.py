@@ -2,12 +2,14 @@
 
     python benchmarks/w2_threads.py [f32|f64]
 
-A prototype for the issue-5 note, not fusegrad code. It runs the W2 step's five matmuls
-(fusegrad's gemm) with its two big elementwise kernels in between, written by hand:
+The prototype of fusegrad's codegen/pool.py, kept to compare the three ways side by side
+(fusegrad's generated step splits the tanh kernel by rows and the dtanh one by columns). It
+runs the W2 step's five matmuls (fusegrad's gemm) with its two big elementwise kernels in
+between, written by hand:
 tanh(Z + b1) after X @ W1, and dZ = dH * (1 - H*H) with the column sums db1 before X.T @ dZ.
 The kernels run three ways:
 
-- serial: on the calling thread, as fusegrad runs them now;
+- serial: on the calling thread (fusegrad with FUSEGRAD_POOL=0);
 - prange: the tanh kernel under Numba's prange (its OpenMP threads, with fusegrad's defaults);
 - openblas: both kernels split by columns over OpenBLAS's own threads. This uses
   `blas_level1_thread`, an internal function that OpenBLAS exports, with a Numba cfunc as the

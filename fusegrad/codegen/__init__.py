@@ -12,7 +12,8 @@ Buffers: the runner keeps the arrays a call allocated in a pool and hands one to
 only when the pool holds the last reference to it, so results the caller keeps are never
 overwritten and workspace is not allocated (and page-faulted) again on every call.
 
-Threads: parallel kernels run on Numba's OpenMP pool and matmuls on NumPy's OpenBLAS pool.
+Threads: parallel kernels run on Numba's OpenMP pool and matmuls on NumPy's OpenBLAS pool;
+big 2-D kernels that would otherwise run serially run as parts on the OpenBLAS pool (pool.py).
 GNU OpenMP threads spin for up to 300 000 rounds after each parallel loop by default, and on a
 machine with few cores they take the cores OpenBLAS threads need (an MLP step with one parallel
 kernel ran 3x slower on 2 cores); threads that sleep at once, though, take 20-40 us to wake,

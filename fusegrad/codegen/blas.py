@@ -52,8 +52,9 @@ def _candidate_libraries() -> list[str]:
     return [p for p in dict.fromkeys(paths) if "blas" in os.path.basename(p).lower()]
 
 
-def _bind() -> tuple[int, str] | None:
-    """Register fusegrad_sgemm/dgemm with LLVM; (integer bits, description) or None."""
+def _bind() -> tuple[int, str, str] | None:
+    """Register fusegrad_sgemm/dgemm with LLVM; (integer bits, description, library path) or
+    None."""
     for path in _candidate_libraries():
         try:
             lib = ctypes.CDLL(path)
@@ -65,12 +66,13 @@ def _bind() -> tuple[int, str] | None:
                 for t, n in zip("sd", names):
                     address = ctypes.cast(getattr(lib, n), ctypes.c_void_p).value
                     llvm.add_symbol(f"fusegrad_{t}gemm", address)
-                return bits, f"{names[0]} ({bits}-bit ints) from {os.path.basename(path)}"
+                return bits, f"{names[0]} ({bits}-bit ints) from {os.path.basename(path)}", path
     return None
 
 
 _BOUND = None if os.environ.get("FUSEGRAD_BLAS") == "numba" else _bind()
 DESCRIPTION = _BOUND[1] if _BOUND else "numba np.dot"
+LIBRARY = _BOUND[2] if _BOUND else None  # the shared library, for pool.py
 
 
 def _defer_numba_blas_probe() -> None:

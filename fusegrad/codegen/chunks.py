@@ -41,13 +41,19 @@ def min_parallel_size(math_calls: int, itemsize: int = 8) -> int:
     return math.ceil(PARALLEL_WORK / _weight(math_calls, itemsize))
 
 
+_SUBSCRIPT = re.compile(r"\[([^\[\]]*)\]")
+
+
 def only_indexes(ph, i: str) -> bool:
-    """Whether the loop variable appears only as a whole index in a phase's lines, so it may
-    be unsigned (arithmetic mixing uint64 and int64 would give floats)."""
+    """Whether the loop variable appears only as a whole index in a phase's lines (`a[i]`,
+    `a[j, i]`), so it may be unsigned (arithmetic mixing uint64 and int64 would give floats)."""
     lines = [*ph.pre, *ph.post, *[x for t in (ph.inner_pre, ph.inner_post)
                                   for ls in t.values() for x in ls]]
-    code = "\n".join(line.split("  # ")[0] for line in lines)
-    return len(re.findall(rf"\b{i}\b", code)) == code.count(f"[{i}]")
+    code, done = "\n".join(line.split("  # ")[0] for line in lines), None
+    while code != done:        # innermost subscripts first: a[i, b[i]]
+        done, code = code, _SUBSCRIPT.sub(lambda m: "<" + ",".join(
+            "_" if part.strip() == i else part for part in m.group(1).split(",")) + ">", code)
+    return not re.search(rf"\b{i}\b", code)
 
 
 def render_chunks(src) -> str:

@@ -35,7 +35,7 @@ from ..passes.fusion import fuse
 from ..passes.memory import plan_memory
 from ..runtime.interpreter import apply
 from ..runtime.signature import log_compile
-from . import blas, straight
+from . import blas, pool, straight
 from .emit import ModuleSource
 
 FIXED_MTIME = 1_000_000_000          # every writer gives the module file the same stamp
@@ -76,11 +76,11 @@ def cache_dir() -> Path:
 def versions() -> str:
     """Everything besides the text that decides the compiled code, as one header line."""
     import fusegrad
-    helpers = [(_HERE / name) for name in ("support.py", "mathlib.py", "blas.py")]
+    helpers = [(_HERE / name) for name in ("support.py", "mathlib.py", "blas.py", "pool.py")]
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in helpers if p.exists()))
     return (f"fusegrad {fusegrad.__version__}, numba {numba.__version__}, numpy {np.__version__},"
             f" python {sys.version.split()[0]}, helpers {digest.hexdigest()[:16]},"
-            f" blas {blas.DESCRIPTION}")
+            f" blas {blas.DESCRIPTION}, pool {pool.DESCRIPTION}")
 
 
 class Executable:
@@ -163,10 +163,11 @@ def _signatures(ms: ModuleSource) -> dict:
     """Numba signatures of the entry of a single-segment module, for compiling it at once."""
     if ms.hosts:
         return {}
-    values, uses_d, uses_c = ms.segment_args["entry"]
+    values, uses_d, uses_c, uses_tasks = ms.segment_args["entry"]
     sig = [_numba_type(v) for v in values]
     sig += [numba.types.Array(numba.int64, 1, "C")] * uses_d
     sig += [numba.types.Array(numba.float64, 1, "C")] * uses_c
+    sig += [numba.types.Array(numba.int64, 1, "C")] * uses_tasks
     return {"entry": tuple(sig)}
 
 

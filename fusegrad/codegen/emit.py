@@ -21,12 +21,14 @@ import numpy as np
 from ..ir.printer import format_literal
 from ..ir.printer import value_names as printed_names
 from ..passes.fusion import CONST, INLINE, PARAM, Kernel, Step, is_view
+from . import pool
 from .kernel import KernelSource
 from .templates import MATH_FUNCS, literal, mathlib_funcs
 
 SIZE_PARAMS = ("shape", "start", "stop", "step", "low", "high", "interior")
 RESERVED = {"np", "math", "numba", "prange", "D", "C", "env", "leaves", "run", "make_run", "r",
-            "bmm", "gemm", "ipow", "entry", "pool", "getrefcount"}
+            "bmm", "gemm", "ipow", "entry", "pool", "getrefcount", "TASKS", "address",
+            "pool_run", "pool_threads", "task_signature", "task", "threads", "lo", "hi", "t", "f"}
 GENERATED = re.compile(r"(v|d|c|i|k|seg|host|r)\d+(_\w*)?\Z|.*_(out|best|take)\Z")
 SYMBOL = re.compile(r"\b([dc])(\d+)\b")
 
@@ -133,6 +135,7 @@ class ModuleSource:
         self.names = python_names(fn)
         self.describe = Describer(fn, self.syms)
         self.functions: list[str] = []
+        self.tasks: list[str] = []     # the pool tasks' cfuncs: their addresses go in TASKS
         self.kernel_count = 0
         self.hosts: list = []          # host step ops, in order
         self.segment_args: dict = {}   # segment name -> (values, uses D, uses C)
@@ -179,7 +182,8 @@ class ModuleSource:
         name = f"k{self.kernel_count}"
         self.kernel_count += 1
         src = KernelSource(k, self.fusion, self.names, self.syms, self.describe, name,
-                           self.parallel, self.streamed.get(k, frozenset()))
+                           self.parallel, self.streamed.get(k, frozenset()),
+                           pool.AVAILABLE and not self.parallel)
         body = src.build()
         outputs = [v for v in self.fusion.outputs[k] if v.shape != ()]
         returns = src.scalar_outputs
@@ -197,11 +201,16 @@ class ModuleSource:
                                   f"def {name}_chunk(lo, hi, {', '.join(args)}):\n"
                                   f'    """kernel {name[1:]} over elements lo:hi"""\n'
                                   f"{src.chunk_body}")
+        split = ["lo", "hi"] if src.pool_split else []
         self.functions.append(f"@numba.njit({_options(opts)})\n"
-                              f"def {name}({', '.join(args)}):\n{doc}\n{body}")
+                              f"def {name}({', '.join(split + args)}):\n{doc}\n{body}")
         call_args = symbols + [self.names[v] for v in src.inputs] + \
             [self.names[v] for v in outputs]
         call = f"{name}({', '.join(call_args)})"
+        if src.pool_split:
+            arrays = [(self.names[v], v) for v in src.inputs] + \
+                [(f"{self.names[v]}_out", v) for v in outputs]
+            call = self.pool_kernel(name, src, symbols, arrays, call_args)
         lhs = ", ".join(self.names[v] for v in returns)
         return f"{lhs} = {call}" if lhs else call
 
@@ -234,6 +243,53 @@ class ModuleSource:
         self.functions.append(f"@numba.njit({_options(opts)})\ndef {name}({', '.join(args)}):\n"
                               f'    """cumsum along axis {axis}"""\n{body}')
         return f"{name}({', '.join(symbols + [self.names[x], self.names[v]])})"
+
+    def pool_kernel(self, name, src, symbols, arrays, call_args) -> str:
+        """Emit the task and launcher that run kernel `name` as parts on OpenBLAS's threads
+        (pool.py); returns the launcher's call for the entry."""
+        loop = src.loops[0] if src.pool_split == "rows" else src.loops[-1]
+        m = self.syms.dim(src.k.domain[loop])
+        shapes = {a: self.shape(v.shape) for a, v in arrays}
+        syms = _symbols(" ".join([*symbols, *shapes.values(), m]))
+        kernel_args = symbols + [a for a, _ in arrays]
+        slots = len(syms) + len(arrays)
+        floats = any(s[0] == "c" for s in syms)
+        what = f"kernel {name[1:]} over {src.pool_split} lo:hi"
+        task = [f"t = numba.carray(address(c), {slots}, np.int64)"]
+        task += [f"f = numba.carray(address(c), {slots}, np.float64)"] if floats else []
+        task += [f"{s} = {'f' if s[0] == 'c' else 't'}[{i}]" for i, s in enumerate(syms)]
+        task += [f"lo = a >> {pool.SHIFT}",
+                 f"{name}(lo, lo + m, " + ", ".join(symbols + [
+                     f"numba.carray(address(t[{len(syms) + i}]), {shapes[a]}, "
+                     f"np.{_np_name(v.dtype)})" for i, (a, v) in enumerate(arrays)]) + ")",
+                 "return 0"]
+        self.functions.append(
+            "@numba.cfunc(task_signature, error_model='numpy', cache=True)\n"
+            f"def {name}_task(m, n, k, alpha, a, lda, b, ldb, c, ldc, sb):\n"
+            f'    """{what}, on a thread of OpenBLAS\'s pool: its arguments are in the int64 '
+            f'array at c"""\n' + "\n".join("    " + line for line in task))
+        params = syms + [a for a, _ in arrays]
+        contiguous = " and ".join(f"{a}.flags.c_contiguous" for a, _ in arrays)
+        fill = [f"{'f' if s[0] == 'c' else 't'}[{i}] = {s}" for i, s in enumerate(syms)]
+        fill += [f"t[{len(syms) + i}] = {a}.ctypes.data" for i, (a, _) in enumerate(arrays)]
+        launch = [f"threads = min(pool_threads(), {m})",
+                  f"if threads > 1 and {contiguous}:",
+                  f"    t = np.empty({slots}, np.int64)",
+                  *(["    f = t.view(np.float64)"] if floats else []),
+                  *["    " + line for line in fill],
+                  f"    pool_run(task, t, {m}, threads)",
+                  "else:",
+                  f"    {name}(0, {m}, {', '.join(kernel_args)})"]
+        opts = self.options("kernel")
+        self.functions.append(
+            f"@numba.njit({_options(opts)})\n"
+            f"def {name}_launch(task, {', '.join(params)}):\n"
+            f'    """{what} as parts on OpenBLAS\'s threads, or all here"""\n'
+            + "\n".join("    " + line for line in launch))
+        self.tasks.append(f"{name}_task")
+        by_param = dict(zip(kernel_args, call_args))
+        return f"{name}_launch(TASKS[{len(self.tasks) - 1}], " \
+            f"{', '.join(by_param.get(p, p) for p in params)})"
 
     # -- entry ---------------------------------------------------------------------------
 
@@ -357,7 +413,9 @@ class ModuleSource:
             args.append("D")
         if any(s[0] == "c" for s in used):
             args.append("C")
-        self.segment_args[name] = (reads, "D" in args, "C" in args)
+        if "TASKS[" in "\n".join(body):
+            args.append("TASKS")
+        self.segment_args[name] = (reads, "D" in args, "C" in args, "TASKS" in args)
         outs = [v for v in outs if v not in self.buffer_root]
         ret = ", ".join(self.names[v] for v in outs) + ("," if len(outs) == 1 else "")
         lines = head + body + [f"return {ret}" if outs else "return"]
@@ -395,8 +453,11 @@ class ModuleSource:
                f"        return [{', '.join(results)}]",
                "",
                "    return run"]
+        tasks = [f"TASKS = np.array([{', '.join(t + '.address' for t in self.tasks)}], "
+                 "np.int64)  # run passes them: an address must not be frozen into the cache",
+                 "", ""] if self.tasks else []
         return "\n".join(self.imports() + ["", ""] + ["\n\n\n".join(self.functions)]
-                         + ["", ""] + run) + "\n"
+                         + ["", ""] + tasks + run) + "\n"
 
     def pool_setup(self) -> list:
         """The runner's pool: one slot per fresh buffer, kept from call to call."""
@@ -441,6 +502,9 @@ class ModuleSource:
         blas = [n for n in ("bmm", "gemm") if n in called]
         if blas:
             lines.append(f"from fusegrad.codegen.blas import {', '.join(blas)}")
+        if self.tasks:
+            lines.append("from fusegrad.codegen.pool import address, pool_run, pool_threads, "
+                         "task_signature")
         if used:
             lines.append("from fusegrad.codegen.mathlib import FUNCS as _mathlib")
             lines += [f'{p}_{dt} = _mathlib[("{p}", "{dt}")]' for p, dt in used]

@@ -32,6 +32,8 @@ from .templates import (
     render_convert,
 )
 
+COLS = "%cols%"  # where a column-split part slices its columns: see choose_pool_split
+
 
 class _Phase:
     def __init__(self):
@@ -46,9 +48,12 @@ class KernelSource:
     returns, `passes` the passes over a row, and `has_reduction` / `serial` decide options."""
 
     def __init__(self, kernel: Kernel, fusion, names, syms, describe, name: str,
-                 parallel=False, streamed=frozenset()):
+                 parallel=False, streamed=frozenset(), pool=False):
         self.k, self.fusion, self.names, self.syms = kernel, fusion, names, syms
         self.describe, self.name, self.parallel = describe, name, parallel
+        self.pool = pool             # whether OpenBLAS's threads may run it (pool.py)
+        self.pool_split = None       # decided by render(): "rows", "cols" or None
+        self.column_sums_only = True  # whatever spans the rows is a sum kept per column
         self.streamed = streamed     # outputs to store a row at a time with stream_row
         self.streaming = False       # whether any output was (then stream_fence() at the end)
         self.loops = kernel.loops
@@ -199,7 +204,8 @@ class KernelSource:
         self.prologue.append(
             f"{row}_nt = {size} >= {STREAM_MIN_BYTES // v.type.np_dtype.itemsize}")
         self.put(f"{row}[{self.identity[-1].text}] = {e.text}", depth, phase)
-        self.put(f"stream_row({self.buffer(v)}[{_join(self.identity[:-1])}], {row}, {row}_nt)",
+        self.put(f"stream_row({self.buffer(v)}[{_join(self.identity[:-1])}]{COLS}, {row}{COLS}, "
+                 f"{row}_nt)",
                  depth - 1, phase, "post")
         self.streaming = True
 
@@ -318,6 +324,8 @@ class KernelSource:
             self.scalar_reduce(op, e, len(kept), kept_index, pos, last, phase)
         else:
             self.serial = True
+            self.column_sums_only &= op.prim not in ("argmax", "argmin") and \
+                [i.text for i in kept_index] == [f"i{self.loops[-1]}"]
             self.array_reduce(op, e, kept_index, pos, last, phase)
 
     def row_partials(self, op) -> bool:
@@ -330,12 +338,14 @@ class KernelSource:
     def scalar_reduce(self, op, e, depth, kept_index, pos, last, p):
         v, prim, dtype = op.out, op.prim, op.inputs[0].dtype
         acc = self.names[v]
+        if depth < len(self.loops):
+            self.column_sums_only = False   # the accumulator spans columns
         if depth == 0 and self.loops and self.row_partials(op):
             depth = 1
             self.row_parts.append((acc, prim, op.out.type.np_dtype.name))
             self.put(f"{acc}_part[i{self.loops[0]}] = {acc}", depth, p, "post")
         elif depth == 0 and self.loops:
-            self.serial = True
+            self.serial = self.column_sums_only = False
             self.accs.append((acc, prim, op.out.type.np_dtype.name))
         comment = self.describe(op)
         if prim in ("argmax", "argmin"):
@@ -378,12 +388,12 @@ class KernelSource:
             self.put(f"{best_at} = {e.text} if {take} else {best_at}", last, p)
             self.put(f"{target} = {pos} if {take} else {target}", last, p)
         else:
-            self.prologue.append(f"{buf}.fill({reduction_init(prim, dtype)})")
+            self.prologue.append(f"{buf}{COLS}.fill({reduction_init(prim, dtype)})")
             self.put(self.line(reduction_update(prim, target, e.text), comment), last, p)
 
     def emit_scatter(self, op):
         self.has_reduction = True
-        self.serial = True
+        self.serial = self.column_sums_only = False
         idx, g = op.inputs
         axis = op.params["axis"]
         e = self.emit(g, self.identity)
@@ -411,6 +421,7 @@ class KernelSource:
                 set(self.returns.values()) <= {a for a, _, _ in self.accs} and \
                 only_indexes(self.phases[0], f"i{self.loops[0]}"):
             return render_chunks(self)
+        self.pool_split = self.choose_pool_split()
         n = self.syms.dim(self.k.domain[self.loops[0]]) if self.loops else "1"
         parts = [f"{a}_part = np.empty({n}, np.{dt})" for a, _, dt in self.row_parts]
         if self.parallel_rows and self.scratch_decls:    # rows run at once: one array each
@@ -425,7 +436,40 @@ class KernelSource:
             body.append("stream_fence()")
         if self.returns:
             body.append(f"return {', '.join(self.returns[v] for v in self.scalar_outputs)}")
-        return "\n".join(_indent(body))
+        text = "\n".join(_indent(body))
+        return text.replace(COLS, "[lo:hi]" if self.pool_split == "cols" else "")
+
+    def choose_pool_split(self) -> str | None:
+        """How the kernel splits into parts for OpenBLAS's threads (pool.py): "rows" when its
+        rows are independent, "cols" when all that spans the rows is sums kept per column
+        (each column is then summed in row order, as serially), None to run serially.
+
+        Only a big single-pass 2-D nest that would otherwise run on one core qualifies, with
+        no scalar results (a part returns nothing) and only arrays and sizes for arguments
+        (a part gets them as addresses in an int64 array)."""
+        if not (self.pool and self.big and len(self.loops) == 2 and not self.split and
+                len(self.phases) == 1 and not self.parallel_rows and not self.returns and
+                not self.row_parts and all(v.shape != () for v in self.inputs)):
+            return None
+        ph, (outer, inner) = self.phases[0], self.loops
+        if "ipow(" in "\n".join(ph.pre + ph.post + [x for t in (ph.inner_pre, ph.inner_post)
+                                                    for ls in t.values() for x in ls]):
+            return None         # it may raise, and a part cannot
+        if not self.serial and self.k.domain[outer] >= 2:
+            return "rows"
+        if self.column_sums_only and self.k.domain[inner] >= 2 and \
+                only_indexes(ph, f"i{inner}"):
+            return "cols"
+        return None
+
+    def split_range(self, axis) -> str | None:
+        """The loop range of the axis a pool part covers, lo:hi (unsigned for the inner
+        loop, which LLVM vectorizes only if it need not check for negative indices)."""
+        if self.pool_split == "rows" and axis == self.loops[0]:
+            return "range(lo, hi)"
+        if self.pool_split == "cols" and axis == self.loops[-1]:
+            return "range(numba.uint64(lo), numba.uint64(hi))"
+        return None
 
     @property
     def parallel_rows(self) -> bool:
@@ -435,8 +479,8 @@ class KernelSource:
         if not body:
             return []
         rng = "prange" if outermost and self.parallel_rows else "range"
-        return [f"for i{axis} in {rng}({self.syms.dim(self.k.domain[axis])}):",
-                *_indent(body)]
+        rng = self.split_range(axis) or f"{rng}({self.syms.dim(self.k.domain[axis])})"
+        return [f"for i{axis} in {rng}:", *_indent(body)]
 
     def outer(self, t) -> list:
         if t < self.split:
