@@ -32,12 +32,17 @@ def row_sums(x):                       # sums over each row: still independent r
     return t, np.sum(t, axis=1)
 
 
-CASES = {"layer": (layer, "rows"), "dtanh": (dtanh, "cols"), "row_sums": (row_sums, "rows")}
+def scaled(x, b):                      # a size as a float constant: a C symbol in the task
+    return np.tanh(x + b) / x.shape[1]
+
+
+CASES = {"layer": (layer, "rows"), "dtanh": (dtanh, "cols"), "row_sums": (row_sums, "rows"),
+         "scaled": (scaled, "rows")}
 
 
 def args_of(name, dtype, shape=(256, 512)):  # big enough to split in float32 as well
     x = rng.standard_normal(shape).astype(dtype)
-    if name == "layer":
+    if name in ("layer", "scaled"):
         return x, rng.standard_normal(shape[1]).astype(dtype)
     if name == "dtanh":
         return np.tanh(x), rng.standard_normal(shape).astype(dtype)
@@ -88,6 +93,7 @@ def test_split_kernels_give_the_serial_bits(compiled, name, dtype):
     assert f"{'range(lo, hi)' if CASES[name][1] == 'rows' else 'numba.uint64(lo)'}" in src
     assert "_task(m, n, k, alpha, a, lda, b, ldb, c, ldc, sb)" in src and "TASKS" in src
     assert "pool_run(" not in serial.lower(*args).source
+    assert ("f = t.view(np.float64)" in src) == (name == "scaled")
     got = with_pool(*args)
     assert_same_bits(got, serial(*args))
     want = CASES[name][0](*[a.astype(np.float64) for a in args])

@@ -138,7 +138,7 @@ class ModuleSource:
         self.tasks: list[str] = []     # the pool tasks' cfuncs: their addresses go in TASKS
         self.kernel_count = 0
         self.hosts: list = []          # host step ops, in order
-        self.segment_args: dict = {}   # segment name -> (values, uses D, uses C)
+        self.segment_args: dict = {}   # segment name -> (values, uses D, C, TASKS)
         self.pooled: list = []         # values whose fresh buffers the runner keeps in its pool
         self.buffer_root: dict = {}    # value in a pooled buffer -> the pooled value owning it
         self.seg_pooled: list = []     # the pooled values of the segment being built
