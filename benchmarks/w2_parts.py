@@ -6,7 +6,8 @@ Rows: the five matmuls as NumPy calls (references.GEMMS, the W2 floor); the same
 fusegrad's gemm (codegen/blas.py) on the step's shapes and layouts; those again with one
 single-threaded write of a (B, H) array before the last GEMM, once into that GEMM's input (as the
 step's dtanh kernel writes dZ before dW1 = X.T @ dZ) and once into an array no GEMM reads; the
-fusegrad step; the same step compiled with plain stores where it streams dZ (support.stream_row).
+fusegrad step; the same step with its big kernels on the calling thread instead of OpenBLAS's
+(codegen/pool.py off); that one compiled with plain stores where it streams dZ (support.stream_row).
 Ratios are medians of per-repeat ratios to the NumPy GEMMs. Step minus our GEMMs is what the
 fused kernels and the data moving between them cost; the two "write" rows apart are what a GEMM
 pays for reading, on both cores, an input that one core has just written.
@@ -22,7 +23,7 @@ import numpy as np
 
 import fusegrad as fg
 import fusegrad.nn as fnn
-from fusegrad.codegen import blas, kernel
+from fusegrad.codegen import blas, kernel, pool
 
 sys.path.insert(0, os.path.dirname(__file__))
 import references as ref  # noqa: E402
@@ -33,6 +34,10 @@ def w2(W1, b1, W2, b2, X, y):
 
 
 def w2_plain(W1, b1, W2, b2, X, y):  # another function: its own source and compile
+    return fnn.cross_entropy(np.tanh(X @ W1 + b1) @ W2 + b2, y)
+
+
+def w2_serial(W1, b1, W2, b2, X, y):  # and another
     return fnn.cross_entropy(np.tanh(X @ W1 + b1) @ W2 + b2, y)
 
 
@@ -49,6 +54,9 @@ def main():
     W1, b1, W2, b2, X, y = args
     step = fg.jit(fg.value_and_grad(w2, argnums=(0, 1, 2, 3)))
     step(*args)
+    pool.AVAILABLE = False             # kernels on the calling thread (FUSEGRAD_POOL=0)
+    serial = fg.jit(fg.value_and_grad(w2_serial, argnums=(0, 1, 2, 3)))
+    serial(*args)
     kernel.STREAM_MIN_BYTES = 1 << 62  # stream_row's threshold, as compiled into the source
     plain = fg.jit(fg.value_and_grad(w2_plain, argnums=(0, 1, 2, 3)))
     B, H, K = X.shape[0], W1.shape[1], W2.shape[1]
@@ -68,7 +76,8 @@ def main():
 
     calls = {"numpy GEMMs": ref.GEMMS["W2"](*args), "our gemm": ours,
              "+ write input": lambda: ours(dZ), "+ write other": lambda: ours(elsewhere),
-             "fusegrad step": lambda: step(*args), "plain stores": lambda: plain(*args)}
+             "fusegrad step": lambda: step(*args), "serial kernels": lambda: serial(*args),
+             "plain stores": lambda: plain(*args)}
     for f in calls.values():
         for _ in range(30):
             f()
