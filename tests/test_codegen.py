@@ -19,6 +19,7 @@ import fusegrad.nn as fnn
 import fusegrad.numpy as fnp
 from fusegrad.codegen import compile_numba, njit_options
 from fusegrad.codegen.chunks import min_parallel_size
+from fusegrad.passes.fusion import SMALL_DOT_K
 from fusegrad.ir import Builder, TensorType
 from fusegrad.runtime.interpreter import eval_function
 from fusegrad.transforms import value_and_grad
@@ -169,15 +170,37 @@ def test_results_never_alias_the_arguments(index_maps):
 def test_matmul_is_a_blas_call_inside_the_entry():
     b = Builder("matmuls")
     a, c = b.param(T("f32", (2, 3, 4)), "a"), b.param(T("f32", (2, 4, 5)), "c")
-    m = b.param(T("f64", (3, 4)), "m")
+    m = b.param(T("f64", (SMALL_DOT_K + 1, 4)), "m")   # more terms than a loop kernel takes
     mt = b.add1("transpose", [m], {"perm": (1, 0)})
     outs = [b.add1("matmul", [a, c]), b.add1("matmul", [mt, b.add1("tanh", [m])])]
     exe, fn = built(b.build(outs))
     same(exe, fn, (rng.standard_normal((2, 3, 4)).astype(np.float32),
                    rng.standard_normal((2, 4, 5)).astype(np.float32),
-                   rng.standard_normal((3, 4))), {"rtol": 1e-5, "atol": 1e-6})
+                   rng.standard_normal((SMALL_DOT_K + 1, 4))), {"rtol": 1e-5, "atol": 1e-6})
     entry = exe.source[exe.source.index("def entry"):]
     assert "bmm(a, c, " in entry and "gemm(" in entry and "m.T" in entry
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_small_k_matmul_is_a_row_of_fmas_in_its_consumers_kernel(dtype):
+    """dH = dl @ W.T with few classes, then dH * (1 - h*h): one kernel, W.T copied so the
+    loop reads its rows, the product np.matmul's bits (fma in k order, as OpenBLAS)."""
+    def f(dl, w, h):
+        return (dl @ w.T) * (1 - h * h)
+
+    jf = fg.jit(f)
+    for k in (1, 5, SMALL_DOT_K):
+        dl, w = (rng.standard_normal(s).astype(dtype) for s in ((40, k), (24, k)))
+        h = rng.standard_normal((40, 24)).astype(dtype)
+        src = jf.lower(dl, w, h).source
+        assert "gemm(" not in src and (k == 1 or "fma(" in src)
+        copied = re.search(r"v\d+_out\[i0, i1\] = w\[i1, i0\]", src)   # a copy of w.T
+        assert bool(copied) == (k > 1)            # (24, 1).T is a reshape: read in place
+        dot = fg.jit(lambda dl, w: dl @ w.T)(dl, w)
+        assert dot.dtype == dtype and np.array_equal(dot, dl @ w.T)
+        np.testing.assert_array_equal(jf(dl, w, h), (dl @ w.T) * (1 - h * h))
+    dl, w = rng.standard_normal((40, SMALL_DOT_K + 1)), rng.standard_normal((24, SMALL_DOT_K + 1))
+    assert "gemm(" in jf.lower(dl, w, rng.standard_normal((40, 24))).source
 
 
 def test_gemm_calls_numpys_blas_with_transpose_flags():
@@ -479,7 +502,7 @@ def test_a_kernel_output_only_blas_reads_is_streamed_by_rows():
         return np.tanh(x * 2.0) @ w
 
     jf = fg.jit(f)
-    for shape in ((300, 260), (7, 5)):     # over and under STREAM_MIN_BYTES: one source
+    for shape in ((300, 260), (7, 20)):    # over and under STREAM_MIN_BYTES: one source
         x = rng.standard_normal(shape).astype(np.float32)
         w = rng.standard_normal((shape[1], 8)).astype(np.float32)
         np.testing.assert_allclose(jf(x, w), np.tanh(x * 2) @ w, rtol=2e-5, atol=2e-5)

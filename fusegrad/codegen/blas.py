@@ -4,7 +4,8 @@ They call the CBLAS that NumPy itself links (OpenBLAS in the NumPy wheels), foun
 shared libraries this process has loaded and bound by symbol name, so that:
 
 - a compiled matrix product gives the same bits as `np.matmul` on the same machine (NumPy
-  itself calls ?gemm for those; for a vector operand it may use ?gemv or its own loop);
+  itself calls ?gemm for those; for a vector operand it may use ?gemv or its own loop). A
+  product of at most fusion.SMALL_DOT_K terms never gets here: loop kernels compute it;
 - one BLAS thread pool serves NumPy and fusegrad (Numba's `np.dot` goes through SciPy's
   separately built OpenBLAS, whose threads compete with NumPy's on a small machine);
 - transposed operands are passed as BLAS transpose flags, never copied;

@@ -28,7 +28,8 @@ from .templates import MATH_FUNCS, literal, mathlib_funcs
 SIZE_PARAMS = ("shape", "start", "stop", "step", "low", "high", "interior")
 RESERVED = {"np", "math", "numba", "prange", "D", "C", "env", "leaves", "run", "make_run", "r",
             "bmm", "gemm", "ipow", "entry", "pool", "getrefcount", "TASKS", "address",
-            "pool_run", "pool_threads", "task_signature", "task", "threads", "lo", "hi", "t", "f"}
+            "pool_run", "pool_threads", "task_signature", "task", "threads", "lo", "hi", "t", "f",
+            "fma"}
 GENERATED = re.compile(r"(v|d|c|i|k|seg|host|r)\d+(_\w*)?\Z|.*_(out|best|take)\Z")
 SYMBOL = re.compile(r"\b([dc])(\d+)\b")
 
@@ -505,6 +506,8 @@ class ModuleSource:
         if self.tasks:
             lines.append("from fusegrad.codegen.pool import address, pool_run, pool_threads, "
                          "task_signature")
+        if "fma" in called:
+            lines.append("from fusegrad.codegen.mathlib import fma")
         if used:
             lines.append("from fusegrad.codegen.mathlib import FUNCS as _mathlib")
             lines += [f'{p}_{dt} = _mathlib[("{p}", "{dt}")]' for p, dt in used]

@@ -10,8 +10,9 @@ stay in registers unless another node or the caller needs them.
 Index maps of values already in memory (broadcast_in_dim, transpose, slice, pad, concatenate,
 take, take_along_axis, reshapes that only add or drop unit axes) are "inline": they compute
 nothing, and every kernel that reads them folds the map into its loads, as it does with `full`
-and `iota`. Matmul (BLAS), other reshapes (views), cumsum and anything codegen cannot loop over
-are steps. Inline values that a step or the caller needs are materialized by a small kernel.
+and `iota`. A matmul of at most SMALL_DOT_K terms is a member too, reading its operands from
+memory. Other matmuls (BLAS), other reshapes (views), cumsum and anything codegen cannot loop
+over are steps. Inline values that a step or the caller needs are materialized by a small kernel.
 
 Legality comes from levels: a node's level is one more than the highest level it reads from,
 so nodes of equal level never depend on each other and running nodes by level is a valid order.
@@ -36,6 +37,13 @@ SCANS = frozenset(("cumsum",))
 
 PARAM, CONST, INLINE, NODE = "param", "const", "inline", "node"
 MAX_KERNEL_OPS = 256        # Numba's compile time grows faster than linearly with a function
+# A float matmul of 2-D operands summing at most this many terms is a kernel member, not a
+# BLAS call: SMALL_DOT_K fused multiply-adds per element in a loop that vectorizes over the
+# output's columns (codegen/index_maps.py). ?gemm spends more on packing and on waking its
+# threads than on such a product (an MLP's dH = dl @ W2.T with 10 classes: 115-365 us through
+# OpenBLAS on 2 cores, against 70-150 us for the loop alone), and fused into its consumer the
+# product never goes through memory.
+SMALL_DOT_K = 12
 
 
 class Kernel:
@@ -93,8 +101,18 @@ def domain_of(op: Op) -> tuple:
     return op.out.shape
 
 
+def small_dot(op: Op) -> bool:
+    """Whether op is a matmul that loop kernels compute (see SMALL_DOT_K)."""
+    if op.prim != "matmul" or op.out.dtype not in ("f32", "f64"):
+        return False
+    a, b = op.inputs
+    return a.type.ndim == b.type.ndim == 2 and 1 <= a.shape[1] <= SMALL_DOT_K
+
+
 def step_kind(op: Op) -> str | None:
     """The step an op becomes, or None for ops that loops compute."""
+    if small_dot(op):
+        return None
     if op.prim == "matmul":
         return "blas" if op.out.dtype in ("f32", "f64") else "host"
     if op.prim in SCANS:
@@ -244,6 +262,14 @@ class _Fuser:
             self.sources[op.out] = frozenset()
         elif step_kind(op) is not None:
             self.step(op, step_kind(op))
+        elif prim == "matmul":          # a small dot: its operands are read at any index
+            b = op.inputs[1]
+            if self.kind[b] == INLINE:      # a transposed W, say: copy it, so that the loop
+                self.materialize(b)         # over the output's columns reads rows of b
+                if isinstance(self.mat[b], Kernel):
+                    self.kind[b], self.node[b] = NODE, self.mat.pop(b)
+            if not self.join_producer(op):
+                self.join_sibling_or_new(op)
         elif prim in INDEX_MAPS and not self.join_producer(op, index_map=True):
             if prim == "reshape" and not unit_only(op.inputs[0].shape, op.out.shape):
                 self.step(op, "view")
@@ -353,6 +379,9 @@ class _Fuser:
             return ("full", (), None) if op.out.shape == kdom else None
         if prim == "take_along_axis":
             ok = op.out.shape == kdom and wh[0] in ("out", "inline") and plain
+            return ("full", (), None) if ok else None
+        if prim == "matmul":                # every operand element is read, from memory
+            ok = op.out.shape == kdom and all(w in ("out", "inline") for w in wh)
             return ("full", (), None) if ok else None
         rows = [(v, w) for v, w in zip(op.inputs, wh) if w in ("row", "reduce")]
         if not rows or not all(w in ("row", "reduce", "out", "inline") for w in wh) or \
