@@ -14,9 +14,7 @@ pays for reading, on both cores, an input that one core has just written.
 """
 
 import os
-import statistics
 import sys
-import time
 
 import numba
 import numpy as np
@@ -78,20 +76,7 @@ def main():
              "+ write input": lambda: ours(dZ), "+ write other": lambda: ours(elsewhere),
              "fusegrad step": lambda: step(*args), "serial kernels": lambda: serial(*args),
              "plain stores": lambda: plain(*args)}
-    for f in calls.values():
-        for _ in range(30):
-            f()
-    times = {k: [] for k in calls}
-    for _ in range(25):
-        for k, f in calls.items():
-            t0 = time.perf_counter()
-            for _ in range(10):
-                f()
-            times[k].append((time.perf_counter() - t0) / 10)
-    base = times["numpy GEMMs"]
-    for k, ts in times.items():
-        r = statistics.median(t / b for t, b in zip(ts, base))
-        print(f"{np.dtype(dtype).name} {k:14s} {statistics.median(ts) * 1e3:6.3f} ms  {r:.3f}x")
+    ref.print_interleaved(calls, dtype, repeats=25)
 
 
 if __name__ == "__main__":

@@ -23,9 +23,7 @@ thread count.
 
 import ctypes
 import os
-import statistics
 import sys
-import time
 
 import numba
 import numpy as np
@@ -178,20 +176,7 @@ def main():
         assert all(np.array_equal(w, g) for w, g in zip(want, (h, dz, db1)))
     else:
         print("blas_level1_thread missing or not as expected: no openblas column")
-    for f in calls.values():
-        for _ in range(30):
-            f()
-    times = {k: [] for k in calls}
-    for _ in range(31):
-        for k, f in calls.items():
-            t0 = time.perf_counter()
-            for _ in range(10):
-                f()
-            times[k].append((time.perf_counter() - t0) / 10)
-    base = times["numpy GEMMs"]
-    for k, ts in times.items():
-        r = statistics.median(t / b for t, b in zip(ts, base))
-        print(f"{np.dtype(DTYPE).name} {k:17s} {statistics.median(ts) * 1e3:6.3f} ms  {r:.3f}x")
+    ref.print_interleaved(calls, DTYPE, repeats=31)
 
 
 if __name__ == "__main__":
