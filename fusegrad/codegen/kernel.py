@@ -345,7 +345,7 @@ class KernelSource:
             self.row_parts.append((acc, prim, op.out.type.np_dtype.name))
             self.put(f"{acc}_part[i{self.loops[0]}] = {acc}", depth, p, "post")
         elif depth == 0 and self.loops:
-            self.serial = self.column_sums_only = False
+            self.serial = True
             self.accs.append((acc, prim, op.out.type.np_dtype.name))
         comment = self.describe(op)
         if prim in ("argmax", "argmin"):
@@ -451,10 +451,9 @@ class KernelSource:
                 len(self.phases) == 1 and not self.parallel_rows and not self.returns and
                 not self.row_parts and all(v.shape != () for v in self.inputs)):
             return None
+        if any(op.prim == "pow" and op.out.dtype == "i64" for op in self.k.ops):
+            return None         # ipow may raise, and a part cannot
         ph, (outer, inner) = self.phases[0], self.loops
-        if "ipow(" in "\n".join(ph.pre + ph.post + [x for t in (ph.inner_pre, ph.inner_post)
-                                                    for ls in t.values() for x in ls]):
-            return None         # it may raise, and a part cannot
         if not self.serial and self.k.domain[outer] >= 2:
             return "rows"
         if self.column_sums_only and self.k.domain[inner] >= 2 and \
