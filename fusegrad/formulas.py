@@ -34,8 +34,9 @@ Conventions:
     * softmax and log_softmax go through the saved output and logsumexp through a max-shifted
       softmax, so they stay finite (and exact for ties) for large inputs; a logsumexp slice
       that is entirely -inf gets a zero gradient, not nan.
-    * cross_entropy is the mean over rows of -log_softmax(logits)[target]; its gradient
-      (softmax - onehot(target)) / N is built with `iota == target`, never a one-hot tensor.
+    * cross_entropy is the mean over rows of -log_softmax(logits)[target]; its gradient is
+      (softmax - onehot(target)) / N, the one-hot a scatter of ones: like the forward gather,
+      it follows NumPy's index rules (-1 is the last class, out of range raises).
     * layer_norm backward is (g - mean(g) - y * mean(g * y)) / sigma, with sigma recomputed from x.
     * gelu: exact Phi(x) + x phi(x), or the derivative of the tanh approximation.
 """
@@ -434,9 +435,9 @@ def _softmax_over(x, axes):
 @_vjp("cross_entropy", "CrossEntropyBackward")
 def cross_entropy(g, out, logits, targets):
     n, c = logits.shape
-    hit = lax.eq(lax.iota((n, c), "i64", 1), lax.reshape(targets, (n, 1)))
-    p = lax.softmax(logits, 1)
-    return lax.select(hit, p - 1.0, p) * (g / n), None
+    onehot = lax.scatter_add_along_axis(lax.reshape(targets, (n, 1)),
+                                        lax.full((n, 1), 1.0, logits.dtype), 1, (n, c))
+    return (lax.softmax(logits, 1) - onehot) * (g / n), None
 
 
 @_vjp("layer_norm", "LayerNormBackward")

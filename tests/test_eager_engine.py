@@ -5,7 +5,6 @@ import gc
 import io
 import sys
 import threading
-import time
 import tracemalloc
 import weakref
 
@@ -117,19 +116,16 @@ def test_memory_stays_flat_over_1000_backward_calls():
     assert after - before < 1_000_000
 
 
-def test_per_op_overhead_is_small():
+def test_a_long_chain_backpropagates_exactly():
+    # The per-op time of this chain is a benchmark figure (benchmarks/run.py, "eager"), not a
+    # test: a timed assertion fails under load.
     x = leaf(1.0)
-
-    def run():
-        y = x
-        start = time.process_time()
-        for _ in range(1000):
-            y = y * 1.0000001
-        y.backward()
-        return (time.process_time() - start) / 1000
-
-    per_op = min(run() for _ in range(5))
-    assert per_op < 60e-6  # a loose guard; ~8 us on an idle machine
+    y = x
+    for _ in range(1000):
+        y = y * 1.0000001
+    y.backward()
+    expected = np.prod(np.full(1000, 1.0000001))
+    assert x.grad.item() == pytest.approx(expected, rel=1e-14)
 
 
 # -- the functional grad -----------------------------------------------------------------------

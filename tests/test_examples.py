@@ -1,8 +1,11 @@
 """Every example script runs and prints what it promises."""
 
 import os
+import shutil
 import subprocess
 import sys
+
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -37,4 +40,7 @@ def test_train_mlp_reaches_its_accuracy_and_writes_the_ir(tmp_path):
     assert "func @" in text and "vjp[" in text
     dot = (tmp_path / "grad_ir.dot").read_text()
     assert dot.startswith("digraph") and "subgraph cluster_0" in dot   # kernels as clusters
-    assert (tmp_path / "grad_ir.svg").exists()
+    if shutil.which("dot") is None:     # CI installs Graphviz, so rendering stays tested there
+        assert "(no SVG: rendering needs the Graphviz 'dot' program" in out
+        pytest.skip("Graphviz's dot is not on PATH: the .dot text was checked, the SVG was not")
+    assert (tmp_path / "grad_ir.svg").read_text().lstrip().startswith(("<?xml", "<svg"))

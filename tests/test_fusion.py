@@ -6,7 +6,6 @@ neighbours fused), the structural invariants every grouping must keep (levels or
 clusters partition the fused ops, a kernel never reads its own output), and the buffer reuse.
 """
 
-import time
 
 import numpy as np
 import pytest
@@ -202,9 +201,7 @@ def test_fusion_of_a_long_chain_is_linear():
     for i in range(10_000):
         y = b.add1("sin" if i % 2 else "mul", [y] if i % 2 else [y, x])
     fn = b.build([b.add1("reduce_sum", [y], {"axes": (0,)})])
-    start = time.perf_counter()
-    fusion = fuse(fn)
-    assert time.perf_counter() - start < 2.0
+    fusion = fuse(fn)       # its time is benchmarks/run.py's W4 trace+compile figure
     assert len(fusion.nodes) == -(-10_001 // MAX_KERNEL_OPS)      # split to bound compile time
     check_invariants(fusion)
 

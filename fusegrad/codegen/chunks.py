@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 
-from .templates import reduction_update
+from .templates import new_buffer, reduction_update
 
 CHUNK = 2 ** 14            # elements per chunk of a parallel 1-D kernel of > SMALL_MAX elements
 SMALL_CHUNK = 2 ** 10      # ... and of one of at most SMALL_MAX elements
@@ -78,7 +78,7 @@ def render_chunks(src) -> str:
         body.append(call)
     lines = [f"size = {SMALL_CHUNK} if {n} <= {SMALL_MAX} else {CHUNK}",
              f"chunks = ({n} + size - 1) // size"]
-    lines += [f"{a}_part = np.empty(chunks, np.{dt})" for a, _, dt in src.accs]
+    lines += [f"{a}_part = {new_buffer('chunks', dt)}" for a, _, dt in src.accs]
     lines += ["for c in prange(chunks):", *_indent(body)]
     for a, prim, _ in src.accs:
         lines += [f"{a} = {a}_part[0]", "for c in range(1, chunks):",

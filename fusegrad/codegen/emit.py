@@ -23,13 +23,13 @@ from ..ir.printer import value_names as printed_names
 from ..passes.fusion import CONST, INLINE, PARAM, Kernel, Step, is_view
 from . import pool
 from .kernel import KernelSource
-from .templates import MATH_FUNCS, literal, mathlib_funcs
+from .templates import MATH_FUNCS, POISON_FILL, literal, mathlib_funcs, new_buffer, poison_on
 
 SIZE_PARAMS = ("shape", "start", "stop", "step", "low", "high", "interior")
 RESERVED = {"np", "math", "numba", "prange", "D", "C", "env", "leaves", "run", "make_run", "r",
             "bmm", "gemm", "ipow", "entry", "pool", "getrefcount", "TASKS", "address",
             "pool_run", "pool_threads", "task_signature", "task", "threads", "lo", "hi", "t", "f",
-            "fma"}
+            "fma", "WHERE", "check_index", "check_indices"}
 GENERATED = re.compile(r"(v|d|c|i|k|seg|host|r)\d+(_\w*)?\Z|.*_(out|best|take)\Z")
 SYMBOL = re.compile(r"\b([dc])(\d+)\b")
 
@@ -143,6 +143,8 @@ class ModuleSource:
         self.pooled: list = []         # values whose fresh buffers the runner keeps in its pool
         self.buffer_root: dict = {}    # value in a pooled buffer -> the pooled value owning it
         self.seg_pooled: list = []     # the pooled values of the segment being built
+        self.locations: list = []      # WHERE: the user's lines that index checks name
+        self.checked: set = set()      # (index array, size, axis) checked in this segment
         self.consts = [op.out for op in fn.ops
                        if op.prim == "constant" and fusion.kind[op.out] == CONST]
         order = list(fn.params) + self.consts + [op.out for op in fn.ops]
@@ -184,8 +186,9 @@ class ModuleSource:
         self.kernel_count += 1
         src = KernelSource(k, self.fusion, self.names, self.syms, self.describe, name,
                            self.parallel, self.streamed.get(k, frozenset()),
-                           pool.AVAILABLE and not self.parallel)
+                           pool.AVAILABLE and not self.parallel, self.where)
         body = src.build()
+        self.pending_checks = src.index_checks
         outputs = [v for v in self.fusion.outputs[k] if v.shape != ()]
         returns = src.scalar_outputs
         symbols = _symbols(body)
@@ -214,6 +217,25 @@ class ModuleSource:
             call = self.pool_kernel(name, src, symbols, arrays, call_args)
         lhs = ", ".join(self.names[v] for v in returns)
         return f"{lhs} = {call}" if lhs else call
+
+    def where(self, op) -> str:
+        """The code naming op's source line in an error message: an entry of WHERE, a module
+        constant (a file name in the code itself could read as a size symbol)."""
+        text = f" (at {op.loc})" if op.loc else ""
+        if text not in self.locations:
+            self.locations.append(text)
+        return f"WHERE[{self.locations.index(text)}]"
+
+    def index_checks(self) -> list:
+        """The entry's checks of the index arrays the kernel just emitted reads from memory,
+        once per array, size and axis in a segment (support.check_indices)."""
+        lines = []
+        for (idx, n, axis), where in self.pending_checks.items():
+            if (idx, n, axis) not in self.checked:
+                self.checked.add((idx, n, axis))
+                check = "check_indices" if idx.shape != () else "check_index"
+                lines.append(f"{check}({self.names[idx]}, {self.syms.dim(n)}, {axis}, {where})")
+        return lines
 
     def scan(self, op) -> str:
         """A cumsum as its own small kernel: the scanned axis innermost."""
@@ -385,11 +407,13 @@ class ModuleSource:
         return out
 
     def segment(self, name, nodes, defined, outs) -> str:
-        body, self.seg_pooled = [], []
+        body, self.seg_pooled, self.checked = [], [], set()
         for node in nodes:
             if isinstance(node, Kernel):
                 body += [self.alloc(v) for v in self.fusion.outputs[node] if v.shape != ()]
-                body.append(self.kernel(node))
+                call = self.kernel(node)
+                body += self.index_checks()
+                body.append(call)
             elif node.kind == "scan":
                 body.append(self.alloc(node.op.out))
                 body.append(self.scan(node.op))
@@ -457,7 +481,9 @@ class ModuleSource:
         tasks = [f"TASKS = np.array([{', '.join(t + '.address' for t in self.tasks)}], "
                  "np.int64)  # run passes them: an address must not be frozen into the cache",
                  "", ""] if self.tasks else []
-        return "\n".join(self.imports() + ["", ""] + ["\n\n\n".join(self.functions)]
+        where = [f"WHERE = ({''.join(repr(w) + ', ' for w in self.locations)})", "", ""] \
+            if self.locations else []
+        return "\n".join(self.imports() + ["", ""] + where + ["\n\n\n".join(self.functions)]
                          + ["", ""] + tasks + run) + "\n"
 
     def pool_setup(self) -> list:
@@ -476,8 +502,10 @@ class ModuleSource:
             n = self.names[v]
             lines += [f"{n} = pool[{i}]",
                       f"if {n} is None or getrefcount({n}) > 3:",
-                      f"    {n} = pool[{i}] = np.empty({self.shape(v.shape)}, "
-                      f"np.{_np_name(v.dtype)})"]
+                      f"    {n} = pool[{i}] = "
+                      f"{new_buffer(self.shape(v.shape), _np_name(v.dtype))}"]
+            if poison_on():             # a reused buffer holds the last call's values
+                lines += ["else:", f"    {n}.fill({POISON_FILL[_np_name(v.dtype)]})"]
         return lines
 
     def aliases_input(self, v) -> bool:
@@ -497,7 +525,8 @@ class ModuleSource:
         used = [(p, dt) for p in MATH_FUNCS for dt in ("f64", "f32")
                 if (p, dt) in funcs and f"{p}_{dt}" in called]
         support = [n for n in ("stable_logistic_f64", "stable_logistic_f32", "ipow",
-                               "stream_row", "stream_fence") if n in called]
+                               "stream_row", "stream_fence", "check_index", "check_indices")
+                   if n in called]
         if support:
             lines.append(f"from fusegrad.codegen.support import {', '.join(support)}")
         blas = [n for n in ("bmm", "gemm") if n in called]

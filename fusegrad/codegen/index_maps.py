@@ -71,14 +71,15 @@ def _slice(k, op, I):
 def _take(k, op, I):
     x, idx = op.inputs
     a = op.params["axis"] % x.type.ndim
-    j = k.emit(idx, I[a:a + idx.type.ndim])
+    j = k.bounded(idx, k.emit(idx, I[a:a + idx.type.ndim]), x.shape[a], a, op)
     return k.emit(x, I[:a] + (j,) + I[a + idx.type.ndim:])
 
 
 def _take_along_axis(k, op, I):
     x, idx = op.inputs
     a = op.params["axis"] % x.type.ndim
-    return k.emit(x, I[:a] + (k.emit(idx, I),) + I[a + 1:])
+    j = k.bounded(idx, k.emit(idx, I), x.shape[a], a, op)
+    return k.emit(x, I[:a] + (j,) + I[a + 1:])
 
 
 def _pad(k, op, I):

@@ -26,6 +26,7 @@ from .templates import (
     MATH_FUNCS,
     MATHLIB_MAX_CALLS,
     literal,
+    new_buffer,
     reduction_init,
     reduction_update,
     render,
@@ -48,8 +49,11 @@ class KernelSource:
     returns, `passes` the passes over a row, and `has_reduction` / `serial` decide options."""
 
     def __init__(self, kernel: Kernel, fusion, names, syms, describe, name: str,
-                 parallel=False, streamed=frozenset(), pool=False):
+                 parallel=False, streamed=frozenset(), pool=False, where=None):
         self.k, self.fusion, self.names, self.syms = kernel, fusion, names, syms
+        self.where = where           # op -> the code of its source line, for an error
+        self.index_checks: dict = {}  # (index array, size, axis) -> where: checked before
+        self.may_raise = False       # an index it computes is checked in the loop
         self.describe, self.name, self.parallel = describe, name, parallel
         self.pool = pool             # whether OpenBLAS's threads may run it (pool.py)
         self.pool_split = None       # decided by render(): "rows", "cols" or None
@@ -255,8 +259,19 @@ class KernelSource:
     def scratch_row(self, name: str, v) -> str:
         """Declare a scratch array of v's dtype, one inner row long (see render for where)."""
         n = self.syms.dim(self.k.domain[self.loops[-1]])
-        self.scratch_decls.append(f"{name} = np.empty({n}, np.{v.type.np_dtype.name})")
+        self.scratch_decls.append(f"{name} = {new_buffer(n, v.type.np_dtype.name)}")
         return name
+
+    def bounded(self, idx, j: Expr, n: int, axis: int, op) -> Expr:
+        """j, an entry of the index array idx used on an axis of size n, within NumPy's
+        bounds: an array in memory is checked once before the kernel runs (the entry does it,
+        see index_checks), an index computed here is checked where it is used."""
+        if idx not in self.members and self.fusion.kind[idx] != INLINE:
+            self.index_checks.setdefault((idx, n, axis), self.where(op))
+            return j
+        self.may_raise = True
+        return Expr(f"check_index({j.text}, {self.syms.dim(n)}, {axis}, {self.where(op)})",
+                    j.depth, j.avail, j.pass_)
 
     def load(self, v, index) -> Expr:
         name = self.names[v]
@@ -398,11 +413,12 @@ class KernelSource:
         axis = op.params["axis"]
         e = self.emit(g, self.identity)
         I = self.identity
+        n = op.out.shape[axis]
         if op.prim == "scatter_add_along_axis":
-            j = self.emit(idx, I)
+            j = self.bounded(idx, self.emit(idx, I), n, axis, op)
             target = I[:axis] + (j,) + I[axis + 1:]
         else:
-            j = self.emit(idx, I[axis:axis + idx.type.ndim])
+            j = self.bounded(idx, self.emit(idx, I[axis:axis + idx.type.ndim]), n, axis, op)
             target = I[:axis] + (j,) + I[axis + idx.type.ndim:]
         buf = self.buffer(op.out)
         self.prologue.append(f"{buf}.fill({literal(0, op.out.dtype)})")
@@ -423,7 +439,7 @@ class KernelSource:
             return render_chunks(self)
         self.pool_split = self.choose_pool_split()
         n = self.syms.dim(self.k.domain[self.loops[0]]) if self.loops else "1"
-        parts = [f"{a}_part = np.empty({n}, np.{dt})" for a, _, dt in self.row_parts]
+        parts = [f"{a}_part = {new_buffer(n, dt)}" for a, _, dt in self.row_parts]
         if self.parallel_rows and self.scratch_decls:    # rows run at once: one array each
             self.phase(0).pre[:0] = self.scratch_decls
         else:
@@ -451,8 +467,9 @@ class KernelSource:
                 len(self.phases) == 1 and not self.parallel_rows and not self.returns and
                 not self.row_parts and all(v.shape != () for v in self.inputs)):
             return None
-        if any(op.prim == "pow" and op.out.dtype == "i64" for op in self.k.ops):
-            return None         # ipow may raise, and a part cannot
+        if self.may_raise or any(op.prim == "pow" and op.out.dtype == "i64"
+                                 for op in self.k.ops):
+            return None         # ipow or an index check may raise, and a part cannot
         ph, (outer, inner) = self.phases[0], self.loops
         if not self.serial and self.k.domain[outer] >= 2:
             return "rows"

@@ -24,6 +24,8 @@ import threading
 
 import numpy as np
 
+from .templates import poison_on
+
 # Functions at least this long take this path; shorter ones stay with Numba, whose disk cache
 # and direct call are worth more to them than the compile time saved.
 MIN_OPS = int(os.environ.get("FUSEGRAD_STRAIGHT_MIN_OPS", "400"))
@@ -170,8 +172,10 @@ def compile_straight(fn):
 
 
 def _runner(cfunc, n_out):
+    poison = poison_on()
+
     def run(leaves):
-        out = np.empty(n_out)
+        out = np.full(n_out, np.nan) if poison else np.empty(n_out)
         cfunc(*[float(x) for x in leaves], out.ctypes.data)
         return [np.asarray(v) for v in out.tolist()]
     return run

@@ -41,6 +41,35 @@ def ipow(a, b):
     return result
 
 
+# -- index bounds ---------------------------------------------------------------------------
+# A gather or scatter reads or writes at a data-dependent index; Numba does not check it, so an
+# index out of range would read garbage or write past a buffer. Indices follow NumPy's rules:
+# -n <= i < n, negative ones counting from the end (Numba's indexing wraps them once). An index
+# array in memory is checked once, before the kernels that use it run (one min/max pass); an
+# index a kernel computes itself is checked where it is used.
+
+@njit(error_model="numpy", nogil=True)
+def check_indices(idx, n, axis, where):
+    """Raise NumPy's IndexError unless every entry of idx is in [-n, n)."""
+    lo, hi = 0, -1
+    for i in idx.ravel():
+        lo = min(lo, i)
+        hi = max(hi, i)
+    bad = lo if lo < -n else hi
+    if bad < -n or bad >= n:
+        raise IndexError("index " + str(bad) + " is out of bounds for axis " + str(axis) +
+                         " with size " + str(n) + where)
+
+
+@njit(error_model="numpy", nogil=True)
+def check_index(i, n, axis, where):
+    """i itself if it is in [-n, n), else NumPy's IndexError."""
+    if i < -n or i >= n:
+        raise IndexError("index " + str(i) + " is out of bounds for axis " + str(axis) +
+                         " with size " + str(n) + where)
+    return i
+
+
 # -- streaming stores -------------------------------------------------------------------------
 # A kernel output that only a multi-threaded BLAS call reads is stored with non-temporal stores:
 # the rows go to memory instead of staying dirty in the writing core's cache, where the BLAS

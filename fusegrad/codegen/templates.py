@@ -101,6 +101,26 @@ def render_convert(src_dtype: str, dst_dtype: str, operand: str) -> str:
     return CONVERT[dst_dtype].format(operand, **_constants(src_dtype))
 
 
+# FUSEGRAD_POISON=1: every buffer generated code allocates or reuses starts out as garbage that
+# cannot pass for a result (NaN; the most negative int64, an index no bounds check accepts;
+# True), so a kernel that reads a buffer before its writer ran gives NaN on the first call
+# instead of a plausible number on some calls. Read when a module is generated: the poisoned
+# text is another module, with its own cache entry.
+POISON_FILL = {"float32": "np.nan", "float64": "np.nan", "int64": "-9223372036854775808",
+               "bool": "True", "bool_": "True"}
+
+
+def poison_on() -> bool:
+    return os.environ.get("FUSEGRAD_POISON", "") not in ("", "0")
+
+
+def new_buffer(shape: str, np_dtype: str) -> str:
+    """The expression allocating a buffer (np.empty, or a poisoned np.full)."""
+    if poison_on():
+        return f"np.full({shape}, {POISON_FILL[np_dtype]}, np.{np_dtype})"
+    return f"np.empty({shape}, np.{np_dtype})"
+
+
 def _constants(dtype: str) -> dict:
     if dtype == "bool":
         return {"zero": "False", "one": "True", "minus_one": "True"}

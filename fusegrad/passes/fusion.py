@@ -186,7 +186,28 @@ def fuse(fn: Function) -> Fusion:
         if fuser.kind[r] == INLINE:
             fuser.materialize(r)
     sink(fuser)
-    return fuser.result()
+    fusion = fuser.result()
+    check_schedule(fusion)
+    return fusion
+
+
+def check_schedule(fusion: Fusion) -> None:
+    """Every buffer a node reads is written by an earlier node (or is a param or constant).
+
+    A node that ran before the writer of a buffer it reads would read whatever a pooled buffer
+    held last: a wrong number on some calls, right on others. Such a schedule is a fusion bug;
+    it fails compilation here instead of reaching a kernel.
+    """
+    written: set = set()
+    for node in fusion.nodes:
+        for v in fusion.reads(node):
+            writer = fusion.buffer_of(v)
+            if writer is not None and writer is not node and v not in written:
+                op = fusion.producer.get(v)
+                where = f" ({op.loc})" if op is not None and op.loc else ""
+                raise AssertionError(f"fusion: {node!r} reads {v!r}{where} before "
+                                     f"{writer!r} writes it; please report this program")
+        written.update(fusion.outputs[node])
 
 
 class _Fuser:
@@ -201,6 +222,7 @@ class _Fuser:
         self.nodes: list = []
         self.by_domain: dict[tuple, list[Kernel]] = {}
         self.order = {op: i for i, op in enumerate(fn.ops)}
+        self.read: set[Value] = set()                 # values some placed op reads
 
     # -- bookkeeping ---------------------------------------------------------------------
 
@@ -252,6 +274,10 @@ class _Fuser:
     # -- placement -----------------------------------------------------------------------
 
     def place(self, op: Op):
+        self._place(op)
+        self.read.update(op.inputs)
+
+    def _place(self, op: Op):
         self.producer[op.out] = op
         prim = op.prim
         if prim == "constant":
@@ -264,8 +290,11 @@ class _Fuser:
             self.step(op, step_kind(op))
         elif prim == "matmul":          # a small dot: its operands are read at any index
             b = op.inputs[1]
-            if self.kind[b] == INLINE:      # a transposed W, say: copy it, so that the loop
-                self.materialize(b)         # over the output's columns reads rows of b
+            # A transposed W, say: copy it, so that the loop over the output's columns reads
+            # rows of b. Not when an op placed earlier already reads b inline: its kernel's
+            # level assumed no buffer for b, and may run before the copy.
+            if self.kind[b] == INLINE and b not in self.read:
+                self.materialize(b)
                 if isinstance(self.mat[b], Kernel):
                     self.kind[b], self.node[b] = NODE, self.mat.pop(b)
             if not self.join_producer(op):

@@ -304,7 +304,11 @@ def eval_function(fn, args) -> list:
     for p, a in zip(fn.params, args, strict=True):
         write(p, a)
     for op in fn.ops:
-        write(op.out, apply(op.prim, [read(v) for v in op.inputs], op.params))
+        try:
+            out = apply(op.prim, [read(v) for v in op.inputs], op.params)
+        except IndexError as e:     # a gather's index out of bounds: say where it was used
+            raise IndexError(f"{e} (at {op.loc})" if op.loc else str(e)) from None
+        write(op.out, out)
     return [read(r) for r in fn.results]
 
 

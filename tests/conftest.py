@@ -1,0 +1,8 @@
+"""The suite runs in poison mode unless told otherwise (FUSEGRAD_POISON=0): every buffer that
+generated code allocates or reuses starts as NaN (integers: the most negative int64), so a
+kernel that reads a buffer before it is written fails the test on the first call instead of
+passing on a lucky stale value. tests/test_poison.py checks the unpoisoned text too."""
+
+import os
+
+os.environ.setdefault("FUSEGRAD_POISON", "1")
