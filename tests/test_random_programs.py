@@ -1,5 +1,8 @@
 """Random programs over the whole op set: eager, interp and numba agree on the value and the
-gradients, and the gradients match finite differences.
+gradients on their FIRST calls (each backend a fresh jit; the suite runs in poison mode, so a
+buffer read before it is written shows as NaN), and the gradients match finite differences.
+Programs include matrix products of 1-D and 2-D operands (matmul, dot, inner), gathers with
+random (negative too) and out-of-range index arrays passed as arguments, and np.stack.
 
 A program is a list of steps drawn by hypothesis; each step applies one NumPy-level operation to
 values computed earlier (with broadcasting), keeping every value in a range where its
@@ -52,16 +55,33 @@ def programs(draw):
     for _ in range(draw(st.integers(2, 7))):
         kind = draw(st.sampled_from(["unary", "binary", "binary", "reduce", "view"]))
         table = {"unary": UNARY, "binary": BINARY, "reduce": REDUCE,
-                 "view": {"T": 0, "slice": 0, "concat": 0, "matmul": 0}}[kind]
+                 "view": {"T": 0, "slice": 0, "concat": 0, "matmul": 0, "dot": 0,
+                          "inner": 0, "gather": 0, "stack": 0}}[kind]
         name = draw(st.sampled_from(sorted(table)))
         steps.append((kind, name, draw(st.integers(0, 99)), draw(st.integers(0, 99))))
     seed = draw(st.integers(0, 2**16))
     rng = np.random.default_rng(seed)
     args = [rng.uniform(-1, 1, s).astype(dtype) for s in shapes]
-    return steps, args
+    return steps, args, rng.integers(-4, 4, 5)
 
 
-def run_program(steps, *inputs):
+def dot(a, b):
+    """np.dot of whatever ranks line up: matrix-vector, vector-matrix, vector-vector."""
+    if a.ndim == 2 and b.ndim == 1 and a.shape[1] == b.shape[0]:
+        return np.dot(a, b)
+    if a.ndim == 1 and b.ndim == 2 and a.shape[0] == b.shape[0]:
+        return np.dot(a, b)
+    if a.ndim == 1 and b.ndim == 1 and a.shape == b.shape:
+        return np.dot(a, b)
+    return np.dot(a[0] if a.ndim == 2 else a, a.T if a.ndim == 2 else a)
+
+
+def inner(a, b):
+    return np.inner(a, b) if a.shape[-1] == b.shape[-1] else np.inner(a, a)
+
+
+def run_program(steps, *inputs, idx):
+    """The program's loss; idx (an int array, an argument) is the gathers' index."""
     values = list(inputs)
     for kind, name, i, j in steps:
         a, b = values[i % len(values)], values[j % len(values)]
@@ -83,6 +103,17 @@ def run_program(steps, *inputs):
             values.append(np.concatenate([a, a * 0.5], axis=-1))
         elif name == "matmul" and a.ndim == 2 and b.ndim >= 1 and a.shape[1] == b.shape[0]:
             values.append(a @ b)
+        elif name == "dot":
+            values.append(dot(a, b))
+        elif name == "inner":
+            values.append(inner(a, b))
+        elif name == "gather" and a.ndim:      # in range, negative entries too
+            n = a.shape[-1]
+            values.append(a[..., np.minimum(np.maximum(idx, -n), n - 1)])
+        elif name == "gather_raw":
+            values.append(a[..., idx])
+        elif name == "stack":
+            values.append(np.stack([a, a * 0.5]))
         else:
             values.append(a @ a.T if a.ndim == 2 else a * 0.5)
     return np.sum(values[-1] * values[-1]) + np.sum(values[-1])
@@ -92,16 +123,33 @@ def run_program(steps, *inputs):
           suppress_health_check=[HealthCheck.too_slow])
 @given(programs())
 def test_random_programs_agree_across_backends_and_with_finite_differences(program):
-    steps, args = program
+    steps, args, idx = program
     f32 = args[0].dtype == np.float32
 
     def loss(*xs):
-        return run_program(steps, *xs)
+        return run_program(steps, *xs[:len(args)], idx=xs[-1])
 
     argnums = tuple(range(len(args)))
     tol = dict(rtol=2e-3, atol=2e-4) if f32 else dict(rtol=1e-9, atol=1e-10)
-    assert_backends_agree(fg.value_and_grad(loss, argnums=argnums), *args, **tol)
-    check_grads(loss, [a.astype(np.float64) for a in args], order=1)
+    assert_backends_agree(fg.value_and_grad(loss, argnums=argnums), *args, idx, **tol)
+    check_grads(lambda *xs: loss(*xs, idx), [a.astype(np.float64) for a in args], order=1)
+
+
+@settings(max_examples=8, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(programs(), st.sampled_from([4, 5, 9, -5, -9, 10**9]))
+def test_random_gathers_out_of_range_raise_on_every_backend(program, bad):
+    steps, args, idx = program
+    steps = steps + [("view", "gather_raw", 0, 0)]
+    idx = idx.copy()
+    idx[len(steps) % len(idx)] = bad
+
+    def loss(*xs):
+        return run_program(steps, *xs[:len(args)], idx=xs[-1])
+
+    for backend in ("eager", "interp", "numba"):
+        with pytest.raises(IndexError, match="out of bounds for axis"):
+            fg.jit(fg.grad(loss), backend=backend)(*args, idx)
 
 
 def test_the_program_generator_covers_every_op():
