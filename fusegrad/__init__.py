@@ -8,6 +8,7 @@ from .runtime.gradcheck import gradcheck
 from .runtime.graph_dot import graph_dot
 from .runtime.hooks import detect_anomaly, set_anomaly_detection, set_backward_trace
 from .runtime.tensor import Tensor, tensor
+from .tracer.randomness import TracerRandomWarning
 from .transforms import grad, hessian, hvp, value_and_grad, vjp
 
 __version__ = "0.1.0"
@@ -16,4 +17,5 @@ __all__ = [
     "ir", "nn", "numpy", "jit", "make_ir", "grad", "value_and_grad", "vjp", "hessian", "hvp",
     "Tensor", "tensor", "no_grad", "enable_grad", "is_grad_enabled", "set_grad_enabled",
     "gradcheck", "graph_dot", "set_backward_trace", "set_anomaly_detection", "detect_anomaly",
+    "TracerRandomWarning",
 ]

@@ -26,7 +26,12 @@ Conventions:
       live in the driver.
     * Kinks follow PyTorch: relu'(0) = 0 (relu is traced as select(x > 0, x, 0) and needs no rule
       of its own); abs'(0) = sign(0) = 0; maximum/minimum and reduce_max/min split the gradient
-      evenly among ties; clamp is maximum/minimum.
+      evenly among ties; clamp is maximum/minimum. nan propagates, in the value as in NumPy and
+      in the gradient as PyTorch's max(): the nan operands are the result and share g, so
+      maximum(nan, 1) sends g to the nan and 0 to the 1.
+    * Rounding (floor, ceil, round, trunc) is piecewise constant: no gradient. remainder
+      (x - y floor(x/y)) and fmod (x - y trunc(x/y)) have slope 1 in x and -floor(x/y),
+      -trunc(x/y) in y, as PyTorch.
     * pow guards: the base gets 0 where the exponent is 0 (so d/dx x**0 = 0 even at x = 0), the
       exponent gets 0 where the base is 0 (instead of 0 * log 0 = nan).
     * prod: no zero in the slice -> out / x; exactly one zero -> the product of the others at the
@@ -51,7 +56,7 @@ from .ir.types import NP_DTYPES, dtype_name
 
 NON_DIFFERENTIABLE = frozenset((
     "sign", "lt", "le", "gt", "ge", "eq", "ne", "and", "or", "not",
-    "argmax", "argmin", "full", "iota", "constant",
+    "argmax", "argmin", "full", "iota", "constant", "floor", "ceil", "round", "trunc",
 ))
 
 vjp_rules: dict = {}
@@ -234,21 +239,36 @@ def pow(g, out, x, y):
     return g * _pow_base(x, y), g * _pow_exponent(out, x)
 
 
-def _split(g, wins, ties):
-    """g where `wins`, g/2 where `ties`, 0 elsewhere: the winner of max/min takes it all."""
-    return lax.select(wins, g, lax.select(ties, 0.5 * g, 0.0))
+def _share(g, mine, theirs):
+    """g where only this operand is the result, g/2 where both are (a tie), 0 elsewhere."""
+    return lax.select(mine, lax.select(theirs, 0.5 * g, g), 0.0)
+
+
+def _is_result(x, y, beats):
+    """Whether x is max(x, y) (beats=ge) or min (le): it wins or ties, or is nan."""
+    return lax.or_(beats(x, y), lax.ne(x, x))
 
 
 @_vjp("maximum", "MaximumBackward")
 def maximum(g, out, x, y):
-    tie = lax.eq(x, y)
-    return _split(g, lax.gt(x, y), tie), _split(g, lax.gt(y, x), tie)
+    xr, yr = _is_result(x, y, lax.ge), _is_result(y, x, lax.ge)
+    return _share(g, xr, yr), _share(g, yr, xr)
 
 
 @_vjp("minimum", "MinimumBackward")
 def minimum(g, out, x, y):
-    tie = lax.eq(x, y)
-    return _split(g, lax.lt(x, y), tie), _split(g, lax.lt(y, x), tie)
+    xr, yr = _is_result(x, y, lax.le), _is_result(y, x, lax.le)
+    return _share(g, xr, yr), _share(g, yr, xr)
+
+
+@_vjp("remainder", "RemainderBackward")
+def remainder(g, out, x, y):
+    return g, -g * lax.floor(x / y)
+
+
+@_vjp("fmod", "FmodBackward")
+def fmod(g, out, x, y):
+    return g, -g * lax.trunc(x / y)
 
 
 @_vjp("select", "WhereBackward")
@@ -342,8 +362,9 @@ def reduce_sum(g, out, x, *, axes):
 
 
 def _extreme_grad(g, out, x, axes):
-    """Every element equal to the max (min) gets an equal share of g: ties split evenly."""
-    hit = lax.convert(lax.eq(x, _expand(out, x.shape, axes)), x.dtype)
+    """Every element equal to the max (min) gets an equal share of g: ties split evenly. A nan
+    in the slice is its max: the nans share g."""
+    hit = lax.convert(lax.or_(lax.eq(x, _expand(out, x.shape, axes)), lax.ne(x, x)), x.dtype)
     return hit * _expand(g / lax.reduce_sum(hit, axes), x.shape, axes)
 
 

@@ -21,8 +21,12 @@ def _fnp():
 
 
 def _unsupported(what, hint=""):
-    from .tracer.location import user_location
+    from .tracer.location import foreign_caller, user_location
     where = user_location(full=True)
+    library = foreign_caller()         # reached inside SciPy: name what the user called
+    if library is not None:
+        what = f"{what}, which {library} calls,"
+        hint = f" {library} is not differentiable through fusegrad yet.{hint}"
     raise TypeError(f"fusegrad has no rule for {what}{f' (at {where})' if where else ''}; "
                     f"it never falls back to a constant.{hint} See fusegrad.numpy for the "
                     f"supported functions.")
@@ -46,6 +50,8 @@ class ArrayMethods:
     def __rmul__(self, other): return _fnp().multiply(other, self)
     def __truediv__(self, other): return _fnp().true_divide(self, other)
     def __rtruediv__(self, other): return _fnp().true_divide(other, self)
+    def __mod__(self, other): return _fnp().remainder(self, other)
+    def __rmod__(self, other): return _fnp().remainder(other, self)
     def __pow__(self, other): return _fnp().power(self, other)
     def __rpow__(self, other): return _fnp().power(other, self)
     def __matmul__(self, other): return _fnp().matmul(self, other)
@@ -66,15 +72,31 @@ class ArrayMethods:
     def __invert__(self): return _fnp().logical_not(self)
     def __getitem__(self, key): return _fnp().getitem(self, key)
 
+    def __setitem__(self, key, value):
+        """A functional update recorded like any op (constructors.index_update); the tensor or
+        tracer then names the new value."""
+        from .constructors import set_item
+        set_item(self, key, value)
+
+    def __iter__(self):
+        """x[0], x[1], ...: the shape is static, so iterating (and `a, b = x`) is indexing."""
+        if not self.shape:
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(self.shape[0]))
+
     # NumPy protocols -----------------------------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         fnp = _fnp()
         fn = fnp.HANDLED_UFUNCS.get(ufunc)
         if method != "__call__" or fn is None:
             name = ufunc.__name__ + ("" if method == "__call__" else f".{method}")
-            return _unsupported(f"numpy.{name}")
-        if kwargs.get("out") is not None:
-            raise TypeError(f"numpy.{ufunc.__name__}: fusegrad does not support out=")
+            return _unsupported(f"{_ufunc_module(ufunc)}.{name}")
+        if kwargs.get("out") is not None:   # an in-place write: a tensor's own is handled first
+            from .tracer.location import user_location
+            raise TypeError(
+                f"numpy.{ufunc.__name__}(..., out=...) at {user_location(full=True)}: fusegrad "
+                f"does not support out= here (writing a traced value, or a tensor into a NumPy "
+                f"array, would lose its gradient); write `a = a + x` for a new value")
         for key, value in kwargs.items():
             if key != "out" and value is not None:
                 raise TypeError(f"numpy.{ufunc.__name__}: fusegrad does not support the "
@@ -180,6 +202,11 @@ class ArrayMethods:
     def dot(self, other):
         return _fnp().dot(self, other)
 
+    def copy(self):
+        return _fnp().copy(self)
+
+    clone = copy
+
     def exp(self): return _fnp().exp(self)
     def log(self): return _fnp().log(self)
     def log1p(self): return _fnp().log1p(self)
@@ -194,6 +221,19 @@ class ArrayMethods:
     def cos(self): return _fnp().cos(self)
     def neg(self): return _fnp().negative(self)
     def square(self): return _fnp().square(self)
+    def floor(self): return _fnp().floor(self)
+    def ceil(self): return _fnp().ceil(self)
+    def trunc(self): return _fnp().trunc(self)
+    def round(self, decimals=0): return _fnp().round(self, decimals)
+
+
+def _ufunc_module(ufunc) -> str:
+    """`numpy` for NumPy's ufuncs; SciPy's (scipy.special.expit) name their module."""
+    if getattr(np, ufunc.__name__, None) is ufunc:
+        return "numpy"
+    import sys
+    special = sys.modules.get("scipy.special")
+    return "scipy.special" if getattr(special, ufunc.__name__, None) is ufunc else "numpy"
 
 
 __all__ = ["ArrayMethods", "np"]

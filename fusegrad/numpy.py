@@ -59,12 +59,6 @@ def _keep(y, shape, axes, keepdims):
     return lax.reshape(y, [1 if i in axes else n for i, n in enumerate(shape)])
 
 
-def asarray(x, dtype=None):
-    if level(x):
-        return x if dtype is None or _dtype(x) == np.dtype(dtype) else astype(x, dtype)
-    return np.asarray(x, dtype=dtype)
-
-
 def astype(x, dtype):
     return lax.convert(x, dtype_name(dtype))
 
@@ -259,11 +253,16 @@ def mean(x, axis=None, keepdims=False, dtype=None, **kwargs):
 def var(x, axis=None, keepdims=False, ddof=0, dtype=None, **kwargs):
     centered = subtract(x, mean(x, axis, True, dtype, **kwargs))
     axes = _axes(axis, _ndim(x))
-    return true_divide(sum(square(centered), axes, keepdims), float(_count(x, axes) - ddof))
+    count = builtins.max(_count(x, axes) - ddof, 0)     # NumPy's: ddof >= n divides by 0
+    return true_divide(sum(square(centered), axes, keepdims), float(count))
 
 
 def std(x, axis=None, keepdims=False, ddof=0, dtype=None, **kwargs):
-    return sqrt(var(x, axis, keepdims, ddof, dtype, **kwargs))
+    """sqrt(var). Where var is 0 (a constant slice, a 0-d x) the gradient is 0, as PyTorch's,
+    not 0 * inf = nan: sqrt only sees the safe branch (as in norm)."""
+    v = var(x, axis, keepdims, ddof, dtype, **kwargs)
+    zero = equal(v, 0)
+    return where(zero, 0.0, sqrt(where(zero, 1.0, v)))
 
 
 def norm(x, ord=None, axis=None, keepdims=False):
@@ -454,23 +453,43 @@ def vdot(a, b):
     return sum(multiply(ravel(a), ravel(b)))
 
 
-inner = vdot
+def inner(a, b):
+    """np.inner: a * b if either is 0-d, else the sum over both last axes, of shape
+    a.shape[:-1] + b.shape[:-1] (one matmul of the operands flattened to rows)."""
+    if _ndim(a) == 0 or _ndim(b) == 0:
+        return dot(a, b)
+    k = _shape(a)[-1]
+    if _shape(b)[-1] != k:
+        raise _shape_error("inner: the last axes differ", a, b)
+    if _ndim(a) == 1 and _ndim(b) == 1:
+        return vdot(a, b)
+    rows = matmul(reshape(a, (-1, k)), transpose(reshape(b, (-1, k))))
+    return reshape(rows, _shape(a)[:-1] + _shape(b)[:-1])
 
 
 def copy(x):
-    return x
+    """A new array object, so that item assignment into it leaves x alone: for tensors and
+    tracers a convert to x's own dtype (a copy eagerly; simplify drops it from the IR)."""
+    return lax.convert(x, _dtype(x)) if level(x) else np.copy(x)
 
 
-def zeros_like(x, dtype=None):
-    return lax.full(_shape(x), 0, dtype or _dtype(x))
+def full_like(x, fill_value, dtype=None, order="K", subok=True, shape=None):
+    """An eager tensor's is a tensor (as torch.zeros_like), so `z[i] = v` records into it."""
+    out = lax.full(_shape(x) if shape is None else _shape_arg(shape), fill_value,
+                   dtype or _dtype(x))
+    return type(x)(out) if level(x) == 1 else out
 
 
-def ones_like(x, dtype=None):
-    return lax.full(_shape(x), 1, dtype or _dtype(x))
+def zeros_like(x, dtype=None, order="K", subok=True, shape=None):
+    return full_like(x, 0, dtype, shape=shape)
 
 
-def full_like(x, fill_value, dtype=None):
-    return lax.full(_shape(x), fill_value, dtype or _dtype(x))
+def ones_like(x, dtype=None, order="K", subok=True, shape=None):
+    return full_like(x, 1, dtype, shape=shape)
+
+
+def _shape_arg(shape) -> tuple:
+    return (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(shape)
 
 
 def shape(x):
@@ -486,6 +505,9 @@ def size(x):
 
 
 from .indexing import getitem  # noqa: E402,F401 - indexing uses the functions above
+from .rounding import (around, ceil, floor, fmod, mod, remainder, rint,  # noqa: E402,F401
+                       round, trunc)
+from .constructors import array, asarray, index_update  # noqa: E402,F401 - as indexing
 
 HANDLED_UFUNCS = {
     np.add: add, np.subtract: subtract, np.multiply: multiply, np.true_divide: true_divide,
@@ -497,7 +519,8 @@ HANDLED_UFUNCS = {
     np.less_equal: less_equal, np.greater: greater, np.greater_equal: greater_equal,
     np.equal: equal, np.not_equal: not_equal, np.logical_and: logical_and,
     np.logical_or: logical_or, np.logical_not: logical_not, np.matmul: matmul,
-    np.float_power: float_power,
+    np.float_power: float_power, np.floor: floor, np.ceil: ceil, np.trunc: trunc,
+    np.rint: rint, np.remainder: remainder, np.fmod: fmod,
 }
 
 HANDLED_FUNCTIONS = {
@@ -510,5 +533,7 @@ HANDLED_FUNCTIONS = {
     np.clip: clip, np.dot: dot, np.outer: outer, np.vdot: vdot, np.inner: inner,
     np.copy: copy, np.zeros_like: zeros_like, np.ones_like: ones_like,
     np.full_like: full_like, np.shape: shape, np.ndim: ndim, np.size: size,
-    np.linalg.norm: norm, np.matmul: matmul,
+    np.linalg.norm: norm, np.matmul: matmul, np.round: round, np.around: around,
+    # NumPy dispatches its constructors only given like=x; without it conversion.py raises
+    np.array: array, np.asarray: asarray, np.asanyarray: asarray, np.ascontiguousarray: asarray,
 }

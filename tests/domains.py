@@ -62,6 +62,8 @@ def primitive_cases(d: Domains) -> dict:
         "pow_scalar": (lambda x: lax.pow(x, 3.0), [d.normal(2, 3)]),
         "maximum": (lax.maximum, [d.distinct(2, 3), d.distinct(3) + 0.03]),
         "minimum": (lax.minimum, [d.distinct(2, 3), d.distinct(3) + 0.03]),
+        "remainder": (lax.remainder, [3 * d.normal(2, 3), d.away_from_zero(3)]),
+        "fmod": (lax.fmod, [3 * d.normal(2, 3), d.away_from_zero(2, 3)]),
         "select": (lambda a, b: lax.select(np.array([True, False, True]), a, b),
                    [d.normal(2, 3), d.normal(2, 3)]),
         "convert": (lambda x: lax.convert(x, "f64"), [d.normal(2, 3)]),

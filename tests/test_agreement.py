@@ -73,6 +73,10 @@ PROGRAMS = {
     "minimum": (lambda x, y: total(np.minimum(x, y)), (distinct(3, 4), distinct(3, 4) + 0.03),
                 (0, 1)),
     "relu": (lambda x: total(fnn.relu(x)), (A + np.sign(A) * 0.1,), 0),
+    "remainder": (lambda x, y: total(x % y + np.mod(x, -y)), (3 * A, positive(3, 4)), (0, 1)),
+    "fmod": (lambda x, y: total(np.fmod(x, y) * y), (3 * A, normal(3, 4)), (0, 1)),
+    "rounding": (lambda x: total(x * (np.floor(x) + np.ceil(x) + np.trunc(x) + np.rint(x))
+                                 + np.round(x, 1)), (3 * A,), 0),
     "where": (lambda x, y: total(np.where(x > 0, x * y, y)), (A, normal(3, 4)), (0, 1)),
     "clip": (lambda x: total(np.clip(x, -0.5, 0.5)), (distinct(3, 4) + 0.003,), 0),
     "astype_f32": (lambda x: total(x.astype(np.float32)), (A,), 0),
@@ -138,7 +142,8 @@ PRIMS_COVERED = {
     "convert", "broadcast_in_dim", "reshape", "transpose", "slice", "pad", "concatenate",
     "take", "take_along_axis", "scatter_add", "scatter_add_along_axis", "reduce_sum",
     "reduce_max", "reduce_min", "reduce_prod", "cumsum", "matmul", "softmax", "log_softmax",
-    "logsumexp", "cross_entropy", "layer_norm", "gelu",
+    "logsumexp", "cross_entropy", "layer_norm", "gelu", "remainder", "fmod", "floor", "ceil",
+    "round", "trunc",
 }
 
 

@@ -27,8 +27,8 @@ from fusegrad.transforms import value_and_grad
 rng = np.random.default_rng(7)
 TOL = {"f64": {"rtol": 1e-12, "atol": 1e-14}, "f32": {"rtol": 2e-6, "atol": 1e-7}}
 UNARY = ("exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh", "logistic",
-         "erf", "neg", "abs", "sign")
-BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum",
+         "erf", "neg", "abs", "sign", "floor", "ceil", "round", "trunc")
+BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "remainder", "fmod",
           "lt", "le", "gt", "ge", "eq", "ne")
 
 

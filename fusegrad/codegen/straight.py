@@ -36,10 +36,12 @@ _BINARY = {"add": "fadd", "sub": "fsub", "mul": "fmul", "div": "fdiv"}
 _COMPARE = {"lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge", "eq": "oeq", "ne": "une"}
 _INTRINSIC = {"sin": "llvm.sin.f64", "cos": "llvm.cos.f64", "exp": "llvm.exp.f64",
               "log": "llvm.log.f64", "sqrt": "llvm.sqrt.f64", "abs": "llvm.fabs.f64",
-              "tanh": "tanh", "log1p": "log1p", "expm1": "expm1", "erf": "erf"}
+              "tanh": "tanh", "log1p": "log1p", "expm1": "expm1", "erf": "erf",
+              "floor": "llvm.floor.f64", "ceil": "llvm.ceil.f64", "round": "llvm.rint.f64",
+              "trunc": "llvm.trunc.f64"}
 _LOGICAL = {"and": "and", "or": "or"}
 _SUPPORTED = {*_BINARY, *_COMPARE, *_INTRINSIC, *_LOGICAL, "neg", "pow", "maximum", "minimum",
-              "select", "full", "not", "convert", "sign", "rsqrt"}
+              "select", "full", "not", "convert", "sign", "rsqrt", "fmod", "remainder"}
 
 _LOCK = threading.Lock()
 _ENGINES: list = []         # compiled modules stay alive as long as the process
@@ -98,7 +100,7 @@ def source(fn) -> str:
         lines.append(f"  store double {value}, {ptr} %o{i}")
     params = ", ".join(f"double %p{i}" for i in range(len(fn.params)))
     decls = [f"declare double @{f}(double)" for f in sorted(set(_INTRINSIC.values()))]
-    decls.append("declare double @llvm.pow.f64(double, double)")
+    decls += [f"declare double @llvm.{f}.f64(double, double)" for f in ("pow", "copysign")]
     head = f"define void @entry({params}{', ' if params else ''}{ptr} %out) {{"
     return "\n".join([*decls, head, *lines, "  ret void", "}", ""])
 
@@ -116,10 +118,26 @@ def _lines(op, name, a) -> list:
                 f"  {name}.m = fcmp olt double {a[0]}, 0.0",
                 f"  {name}.s = select i1 {name}.m, double -1.0, double {a[0]}",
                 f"  {name} = select i1 {name}.p, double 1.0, double {name}.s"]
+    if op.prim == "remainder":
+        return _remainder(name, a[0], a[1])
     if op.prim == "rsqrt":
         return [f"  {name}.r = call double @llvm.sqrt.f64(double {a[0]})",
                 f"  {name} = fdiv double 1.0, {name}.r"]
     return [f"  {name} = {_instruction(op, a)}"]
+
+
+def _remainder(name, x, y) -> list:
+    """NumPy's npy_remainder: fmod moved to the divisor's sign; a zero takes y's sign."""
+    return [f"  {name}.m = frem double {x}, {y}",
+            f"  {name}.nz = fcmp une double {name}.m, 0.0",       # nonzero, or nan
+            f"  {name}.yn = fcmp olt double {y}, 0.0",
+            f"  {name}.mn = fcmp olt double {name}.m, 0.0",
+            f"  {name}.d = xor i1 {name}.yn, {name}.mn",
+            f"  {name}.f = and i1 {name}.nz, {name}.d",
+            f"  {name}.s = fadd double {name}.m, {y}",
+            f"  {name}.r = select i1 {name}.f, double {name}.s, double {name}.m",
+            f"  {name}.z = call double @llvm.copysign.f64(double 0.0, double {y})",
+            f"  {name} = select i1 {name}.nz, double {name}.r, double {name}.z"]
 
 
 def _instruction(op, a) -> str:
@@ -132,6 +150,8 @@ def _instruction(op, a) -> str:
         return f"call double @{_INTRINSIC[prim]}(double {a[0]})"
     if prim == "pow":
         return f"call double @llvm.pow.f64(double {a[0]}, double {a[1]})"
+    if prim == "fmod":
+        return f"frem double {a[0]}, {a[1]}"
     if prim in _COMPARE:
         return f"fcmp {_COMPARE[prim]} double {a[0]}, {a[1]}"
     if prim in _LOGICAL:

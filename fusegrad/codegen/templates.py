@@ -41,6 +41,14 @@ TEMPLATES: dict = {
     "or": {"bool": "({0} | {1})", "i64": "np.int64(({0} != 0) | ({1} != 0))"},
     "not": {"bool": "(not {0})", "i64": "np.int64({0} == 0)"},
     "select": "({1} if {0} else {2})",
+    # NumPy's bits: np.floor & co. are LLVM's rounding intrinsics; Numba's float % is CPython's
+    # (the sign of the divisor, a signed zero copied from it, nan for x % 0 under the numpy
+    # error model), where its np.remainder loses the zero's sign. Integer x % 0 is 0, as NumPy;
+    # integer fmod is built on % (np.fmod would trap on x % 0 and on INT64_MIN % -1).
+    "floor": "np.floor({0})", "ceil": "np.ceil({0})", "round": "np.rint({0})",
+    "trunc": "np.trunc({0})", "remainder": "({0} % {1})",
+    "fmod": {"f": "np.fmod({0}, {1})",
+             "i64": "({0} % {1} - ({1} if {0} % {1} != 0 and ({0} < 0) != ({1} < 0) else 0))"},
 }
 MATH_FALLBACK = {"exp": "math.exp", "expm1": "math.expm1", "log": "math.log",
                  "log1p": "math.log1p", "tanh": "math.tanh", "erf": "math.erf",

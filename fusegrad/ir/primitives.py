@@ -26,9 +26,9 @@ class Prim:
 
 
 UNARY_FLOAT = ("exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh",
-               "logistic", "erf")
+               "logistic", "erf", "floor", "ceil", "round", "trunc")
 UNARY_NUMERIC = ("neg", "abs", "sign")
-BINARY_NUMERIC = ("add", "sub", "mul", "div", "pow", "maximum", "minimum")
+BINARY_NUMERIC = ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "remainder", "fmod")
 COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
 LOGICAL = ("and", "or", "not")
 ELEMENTWISE = frozenset(UNARY_FLOAT + UNARY_NUMERIC + BINARY_NUMERIC + COMPARISONS + LOGICAL
@@ -262,12 +262,27 @@ def _reduced(prim, x, axes):
 def _reduce(prim, x, *, axes):
     if x.dtype == "bool":
         _fail(prim, "needs a numeric operand (convert bool to i64 first)", x)
+    _nonempty(prim, x, axes)
     return x.with_shape(_reduced(prim, x, axes))
 
 
 @_rule("argmax", "argmin")
 def _argreduce(prim, x, *, axis):
+    _nonempty(prim, x, (axis,))
     return TensorType("i64", _reduced(prim, x, (axis,)))
+
+
+# A max, min, argmax or argmin over an empty axis has no value: NumPy raises these, so every
+# backend does, at trace time (compiled loops would return their start value, -inf or 0).
+_EMPTY = {"reduce_max": "zero-size array to reduction operation maximum which has no identity",
+          "reduce_min": "zero-size array to reduction operation minimum which has no identity",
+          "argmax": "attempt to get argmax of an empty sequence",
+          "argmin": "attempt to get argmin of an empty sequence"}
+
+
+def _nonempty(prim, x, axes):
+    if prim in _EMPTY and any(0 <= a < x.ndim and x.shape[a] == 0 for a in axes):
+        _fail(prim, _EMPTY[prim], x)
 
 
 @_rule("cumsum")

@@ -44,7 +44,8 @@ _UFUNCS = {
     "maximum": np.maximum, "minimum": np.minimum, "lt": np.less, "le": np.less_equal,
     "gt": np.greater, "ge": np.greater_equal, "eq": np.equal, "ne": np.not_equal,
     "and": np.logical_and, "or": np.logical_or, "not": np.logical_not, "select": np.where,
-    "matmul": np.matmul,
+    "matmul": np.matmul, "floor": np.floor, "ceil": np.ceil, "round": np.rint,
+    "trunc": np.trunc, "remainder": np.remainder, "fmod": np.fmod,
 }
 impl_rules.update(_UFUNCS)
 

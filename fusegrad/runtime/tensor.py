@@ -6,7 +6,8 @@ compute the primitive with the interpreter's NumPy implementation, wrap the resu
 grad mode is on, the result is floating point, the primitive has a VJP rule and some input
 requires grad, record one Node (graph.py) whose rule comes from the formula table. Operators
 and NumPy methods come from ArrayMethods, shared with tracers; only eager-specific members live
-here: gradients, backward, in-place operations, detach, conversion to Python and NumPy values.
+here: gradients, backward, detach, conversion to Python and NumPy values; the in-place
+operations come from InplaceMethods (inplace.py).
 
 Storage versions: every tensor has a version counter shared with the tensors that view the
 same NumPy buffer (detach(), and reshape/transpose/slice/broadcast results that alias their
@@ -27,6 +28,7 @@ from ..tracer.location import user_location
 from . import hooks
 from .grad_mode import _state as _grad_state
 from .graph import Node, SavedTensor, _Meta, gradient_edge, rule_reads
+from .inplace import InplaceMethods
 from .interpreter import apply
 
 _VIEW_PRIMS = frozenset(("reshape", "transpose", "slice", "broadcast_in_dim"))
@@ -35,16 +37,33 @@ _NO_PARAMS: dict = {}  # shared by every parameterless node; nothing writes a no
 
 
 class _Version:
-    """A storage's version counter, and where the last in-place write happened."""
+    """A storage's version counter, where the last in-place write happened, and the tensors
+    that share the storage through view ops (weakly: a view that is gone aliases nothing)."""
 
-    __slots__ = ("op", "value", "where")
+    __slots__ = ("limit", "op", "value", "views", "where")
 
     def __init__(self):
-        self.value, self.op, self.where = 0, None, None
+        self.value, self.op, self.where, self.views = 0, None, None, None
 
     def bump(self, op, where):
         self.value += 1
         self.op, self.where = op, where
+
+    def add_view(self, base, view):
+        views = self.views      # id -> weakref (a WeakSet would compare tensors with __eq__)
+        if views is None:
+            views = self.views = {}
+            self.limit = 16
+        elif len(views) >= self.limit:      # forget dead views; amortized O(1) per view
+            for key in [k for k, ref in views.items() if ref() is None]:
+                del views[key]
+            self.limit = 2 * len(views) + 16
+        views[id(base)], views[id(view)] = weakref.ref(base), weakref.ref(view)
+
+    def aliased(self, t) -> bool:
+        """Whether a live tensor other than t sees this storage through a view op."""
+        return self.views is not None and any(
+            v is not None and v is not t for v in (ref() for ref in self.views.values()))
 
 
 def _shortcut(prim, general, reflected=False):
@@ -67,7 +86,7 @@ def _shortcut(prim, general, reflected=False):
     return op
 
 
-class Tensor(ArrayMethods):
+class Tensor(InplaceMethods, ArrayMethods):
     """An eager array with autograd metadata. Create it with `fusegrad.tensor(...)`."""
 
     __slots__ = (
@@ -99,7 +118,8 @@ class Tensor(ArrayMethods):
         data = apply(prim, datas, params)
         out = _wrap(data)
         if prim in _VIEW_PRIMS and np.may_share_memory(data, datas[0]):
-            out._version = args[0]._vc()
+            out._version = version = args[0]._vc()
+            version.add_view(args[0], out)
         if needs_grad and data.dtype.kind == "f" and _grad_state.enabled:
             rule = vjp_rules.get(prim)
             if rule is not None:
@@ -126,6 +146,10 @@ class Tensor(ArrayMethods):
         if prim is not None and len(inputs) == 1 and method == "__call__" and not kwargs \
                 and self.data.dtype.kind == "f":
             return Tensor._fg_bind(prim, inputs, _NO_PARAMS)
+        if kwargs.get("out") is not None:
+            done = self._ufunc_out(ufunc, method, inputs, kwargs)   # np.add(t, v, out=t)
+            if done is not None:
+                return done
         return ArrayMethods.__array_ufunc__(self, ufunc, method, *inputs, **kwargs)
 
     # -- array attributes ---------------------------------------------------------------------
@@ -149,9 +173,13 @@ class Tensor(ArrayMethods):
         return len(self.data)
 
     def item(self):
+        if self._requires_grad and _grad_state.enabled:
+            _refuse("item()")
         return self.data.item()
 
     def tolist(self):
+        if self._requires_grad and _grad_state.enabled:
+            _refuse("tolist()")
         return self.data.tolist()
 
     def numpy(self) -> np.ndarray:
@@ -159,12 +187,35 @@ class Tensor(ArrayMethods):
         return self.data
 
     def __array__(self, dtype=None, copy=None):
+        if self._requires_grad and _grad_state.enabled:    # np.asarray would drop the gradient
+            _refuse("NumPy called __array__")
         if copy:
             return np.array(self.data, dtype=dtype)
         return self.data if dtype is None else self.data.astype(dtype, copy=False)
 
     def __float__(self):
+        if self._requires_grad and _grad_state.enabled:
+            _refuse("float()")
         return float(self.data)
+
+    def _assign(self, new, label):
+        """`t[key] = v` (ArrayMethods.__setitem__). Unrecorded, NumPy's write into t's buffer
+        (an in-place fill). Recorded, t takes the update's new buffer and history, as a traced
+        array does: views and saved copies of the old value keep it, so eager and jit agree
+        and `traj[t] = traj[t - 1] + ...` needs no view rules."""
+        if not isinstance(new, Tensor):
+            raise TypeError(f"{label} at {user_location(full=True)}: a traced value cannot be "
+                            f"stored into an eager tensor")
+        if not new._requires_grad:
+            self._inplace("fill", new, label)
+        elif self.grad_fn is None and self._requires_grad:
+            raise RuntimeError(
+                f"{label} at {user_location(full=True)} writes into a leaf tensor that requires "
+                f"grad (a differentiated input): assign into a copy, y = x.copy(), or make the "
+                f"update under `with fg.no_grad():`")
+        elif new is not self:
+            self.data, self.grad_fn, self._version = new.data, new.grad_fn, None
+            self._requires_grad = True
 
     def __int__(self):
         return int(self.data)
@@ -254,40 +305,10 @@ class Tensor(ArrayMethods):
         from .engine import backward
         backward(self, gradient, retain_graph, create_graph)
 
-    # -- in-place operations (version bump, and the seed chapter's rules under grad mode) -----
-    def add_(self, other) -> Tensor:
-        return self._inplace("add_", np.add, other)
 
-    def sub_(self, other) -> Tensor:
-        return self._inplace("sub_", np.subtract, other)
-
-    def mul_(self, other) -> Tensor:
-        return self._inplace("mul_", np.multiply, other)
-
-    def zero_(self) -> Tensor:
-        return self._inplace("zero_", None, 0)
-
-    def fill_(self, value) -> Tensor:
-        return self._inplace("fill_", None, value)
-
-    def _inplace(self, op, ufunc, source) -> Tensor:
-        if _grad_state.enabled:
-            if self._requires_grad and self.grad_fn is None:
-                raise RuntimeError(f"a leaf tensor that requires grad is being used in the "
-                                   f"in-place operation {op}; wrap the update in "
-                                   f"`with fg.no_grad():`")
-            if self._requires_grad:
-                raise RuntimeError(f"{op} is not supported on a tensor with gradient history; "
-                                   f"use the out-of-place op")
-            if isinstance(source, Tensor) and source._requires_grad:
-                raise RuntimeError(f"{op} is not supported with a source that requires grad")
-        value = source.data if isinstance(source, Tensor) else source
-        if ufunc is None:
-            self.data[...] = value
-        else:
-            ufunc(self.data, value, out=self.data, casting="same_kind")
-        self._vc().bump(op, user_location(full=True))
-        return self
+def _refuse(what):
+    from ..conversion import refuse
+    refuse(what)
 
 
 def _init(t, data, requires_grad=False):

@@ -178,13 +178,13 @@ class Tracer(ArrayMethods):
         self._concrete("int()")
 
     def __float__(self):
+        from ..conversion import conversion_error, storing
+        if storing():               # `h[0] = x` into an ndarray: not control flow
+            raise conversion_error("float()", traced=True)
         self._concrete("float()")
 
     def __index__(self):
         self._concrete("using as an index (__index__)")
-
-    def __iter__(self):
-        self._concrete("iteration")
 
     def item(self):
         self._concrete(".item()")
@@ -193,11 +193,16 @@ class Tracer(ArrayMethods):
         self._concrete(".tolist()")
 
     def __array__(self, dtype=None, copy=None):
-        self._concrete("conversion to a NumPy array (np.asarray)")
+        from ..conversion import conversion_error
+        raise conversion_error("NumPy called __array__", traced=True)
 
-    def __setitem__(self, key, value):
-        raise TypeError(f"traced values are immutable (at {user_location(full=True)}); "
-                        f"build a new value with np.where(mask, new, x) or np.concatenate")
+    def _assign(self, new, label):
+        """`x[key] = v` (ArrayMethods.__setitem__): x now names the updated value. Other
+        tracers from x (slices, reshapes) keep the old value, as JAX's x.at[key].set(v)."""
+        if not isinstance(new, Tracer) or new.ctx is not self.ctx:
+            raise TypeError(f"{label} at {user_location(full=True)}: the target is a traced "
+                            f"value of an enclosing trace; assign into a copy made here")
+        self.value = new.value
 
     @classmethod
     def _fg_bind(cls, prim, args, params):
@@ -217,6 +222,27 @@ class Tracer(ArrayMethods):
 
 
 _STRONG_RESULT = frozenset(("convert", "lt", "le", "gt", "ge", "eq", "ne"))
+
+
+def _augmented(symbol):
+    """`x += v` on a tracer. NumPy would write into x's array, so every other name and view of
+    it (and the caller's argument) would change too; a trace cannot follow that, and silently
+    rebinding x (Python's fallback to __add__) would give a different answer. So: an error."""
+    def method(self, other):
+        raise TypeError(
+            f"in-place `x {symbol}= ...` on a traced value at {user_location(full=True)}: "
+            f"a traced value is not updated in place (NumPy would also change every other "
+            f"name and view of the same array, and the caller's). Write `x = x {symbol} ...` "
+            f"(or `x[k] = x[k] {symbol} ...`) to make a new value.")
+    method.__name__ = f"__i{_AUGMENTED[symbol]}__"
+    return method
+
+
+_AUGMENTED = {"+": "add", "-": "sub", "*": "mul", "/": "truediv", "//": "floordiv",
+              "%": "mod", "**": "pow", "@": "matmul", "&": "and", "|": "or", "^": "xor",
+              "<<": "lshift", ">>": "rshift"}
+for _symbol, _name in _AUGMENTED.items():
+    setattr(Tracer, f"__i{_name}__", _augmented(_symbol))
 
 
 def _is_weak(x) -> bool:

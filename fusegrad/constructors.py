@@ -1,0 +1,118 @@
+"""Arrays built from tensors and tracers, and item assignment, as recorded operations.
+
+NumPy's own constructors cannot record (conversion.py says why and raises), so
+fusegrad.numpy.array / asarray build an array from nested lists of tensors, tracers and numbers
+as a stack, as autograd's np.array does. `x[key] = v` on a tensor or tracer is the functional
+update `index_update(x, key, v)` (JAX's x.at[key].set(v), PyTorch's index_put_): NumPy itself
+works out which elements of x the key selects and which element of v lands on each, on index
+arrays, and the update is a take from v and a select against x. Its gradient needs no rule of
+its own: x gets g where it was kept, v the sum of g over the places it was written to.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import lax
+from . import numpy as fnp
+from .dispatch import level
+from .tracer.location import user_location
+
+
+def _boxed(x) -> bool:
+    """Whether x is, or a nested list of x holds, a tensor or tracer."""
+    if isinstance(x, (list, tuple)):
+        return any(_boxed(e) for e in x)
+    return level(x) > 0
+
+
+def array(obj, dtype=None, *, copy=True, **kwargs):
+    """np.array that records: nested lists of tensors or tracers become a stack."""
+    if level(obj):
+        out = fnp.copy(obj) if copy else obj
+    elif _boxed(obj):
+        out = _stack_nested(obj)
+    else:
+        return np.array(obj, dtype=dtype, copy=copy, **kwargs)
+    return out if dtype is None or fnp._dtype(out) == np.dtype(dtype) else fnp.astype(out, dtype)
+
+
+def asarray(obj, dtype=None, **kwargs):
+    """np.asarray that records: a tensor or tracer is returned as it is, lists are stacked."""
+    if level(obj) or _boxed(obj):
+        return array(obj, dtype, copy=False)
+    return np.asarray(obj, dtype=dtype, **kwargs)
+
+
+def _stack_nested(obj):
+    if not isinstance(obj, (list, tuple)):
+        return obj
+    items = [_stack_nested(e) for e in obj]
+    shapes = {fnp._shape(e) for e in items}
+    if len(shapes) > 1:
+        raise ValueError(f"setting an array element with a sequence: the nested lists have "
+                         f"different shapes {sorted(shapes)} (at {user_location(full=True)})")
+    return fnp.stack(items) if items else np.array(obj)
+
+
+def index_update(x, key, value):
+    """x with x[key] replaced by value, as a new array (JAX's x.at[key].set(value)).
+
+    Works on arrays, tensors and tracers and records the update when any of them needs it;
+    `x[key] = value` on a tensor or tracer calls it. The key must be concrete (ints, slices,
+    None, ..., integer or boolean arrays); value broadcasts to x[key] and is cast to x's dtype.
+    """
+    shape, dtype = fnp._shape(x), fnp._dtype(x)
+    positions = _positions(shape, key)
+    value = _operand(value, dtype)
+    sources = _sources(fnp._shape(value), positions.shape)
+    src = np.full(math.prod(shape), -1, np.int64)
+    src[positions.reshape(-1)] = sources.reshape(-1)      # NumPy's order: the last write wins
+    src = src.reshape(shape)
+    written = src >= 0
+    if not written.any():
+        return x
+    placed = lax.take(fnp.reshape(value, (-1,)), np.maximum(src, 0), 0)
+    return placed if written.all() else fnp.where(written, placed, x)
+
+
+def set_item(x, key, value) -> None:
+    """`x[key] = value` on a tensor or tracer: x takes the value of index_update(x, key, value)."""
+    x._assign(index_update(x, key, value), "item assignment x[...] = value")
+
+
+def _positions(shape, key) -> np.ndarray:
+    """The flat positions in an array of `shape` that x[key] selects, in x[key]'s shape."""
+    try:
+        return np.arange(math.prod(shape), dtype=np.int64).reshape(shape)[_static_key(key)]
+    except IndexError as e:
+        raise IndexError(f"{e} (at {user_location(full=True)})") from None
+
+
+def _static_key(key):
+    if isinstance(key, tuple):
+        return tuple(_static_key(k) for k in key)
+    if level(key) == 2:
+        raise IndexError(f"item assignment with a traced index at {user_location(full=True)}: "
+                         f"the positions would depend on the data; write "
+                         f"np.where(mask, value, x) instead")
+    return key.data if level(key) == 1 else key    # integer or boolean indices: no gradient
+
+
+def _operand(value, dtype):
+    if not level(value) and not _boxed(value):
+        return np.asarray(value, dtype=dtype)
+    value = asarray(value)
+    return value if fnp._dtype(value) == dtype else fnp.astype(value, dtype)
+
+
+def _sources(value_shape, target_shape) -> np.ndarray:
+    """For each selected element, the flat index of the element of value written there."""
+    flat = np.arange(math.prod(value_shape), dtype=np.int64).reshape(value_shape)
+    try:
+        return np.broadcast_to(flat, target_shape)
+    except ValueError:
+        raise ValueError(f"could not broadcast input array from shape {list(value_shape)} into "
+                         f"shape {list(target_shape)} (at {user_location(full=True)})") from None

@@ -1,0 +1,96 @@
+"""When a tensor or tracer would become a NumPy constant: the error that says so.
+
+NumPy builds an array from a foreign object through `__array__` (np.array, np.asarray,
+np.ascontiguousarray, np.r_, np.sum of a list, SciPy functions, `h[1:] = x` into an ndarray) or
+`__float__` (np.float64(x), `h[0] = x`), and keeps only the numbers. Neither hook can hand back
+a recorded value, so on a tensor that requires grad (eager) or a tracer (jit) the conversion
+would drop the gradient or need values a trace does not have. It raises instead, quoting the
+user's expression and line, naming the SciPy function when the call came through one, and
+saying what records: np.stack, fusegrad.numpy.array, fusegrad.numpy.index_update.
+"""
+
+from __future__ import annotations
+
+import dis
+
+from .runtime.grad_mode import eager_transforms
+from .tracer.location import foreign_caller, instruction, source_text, user_frame
+from .tracer.tracer import ConcretizationError
+
+_STORE_SUBSCR = dis.opmap["STORE_SUBSCR"]
+
+# What to use instead of a SciPy function fusegrad cannot trace (issue 14 adds more).
+_SCIPY_INSTEAD = {
+    "scipy.special.logsumexp": "fusegrad.nn.logsumexp",
+    "scipy.special.softmax": "fusegrad.nn.softmax",
+    "scipy.special.log_softmax": "fusegrad.nn.log_softmax",
+}
+_STORE_LOSES = {False: "the gradient would be lost", True: "a traced value has none yet"}
+
+
+class ConversionError(ConcretizationError):
+    """A tensor that requires grad, or a traced value, was turned into a NumPy constant."""
+
+
+def storing() -> bool:
+    """Whether the user's line is executing an item assignment (`h[0] = x`): one byte read."""
+    frame = user_frame()
+    code = None if frame is None else frame.f_code.co_code
+    return code is not None and 0 <= frame.f_lasti < len(code) \
+        and code[frame.f_lasti] == _STORE_SUBSCR
+
+
+def refuse(what: str) -> None:
+    """np.asarray, float() or .item() of a tensor that requires grad, under grad mode: an error
+    inside an eager grad (the function is NumPy code the jit could not run either), and where
+    the conversion is hidden: `h[0] = x` into an ndarray, a SciPy function. Otherwise the user
+    holds the tensor in PyTorch style and asks for its numbers: np.asarray(t) is t.numpy(),
+    float(loss) prints."""
+    if eager_transforms.depth or storing() or foreign_caller() is not None:
+        raise conversion_error(what, traced=False)
+
+
+def conversion_error(what: str, traced: bool) -> ConversionError:
+    """The error for turning a tensor (traced=False) or a tracer into a constant through
+    `what` (NumPy's __array__, float(), ...) at the user's current line."""
+    frame = user_frame()
+    ins = None if frame is None else instruction(frame)
+    where = "<unknown>" if frame is None else f"{frame.f_code.co_filename}:{frame.f_lineno}"
+    subject = "a traced value" if traced else "a tensor that requires grad"
+    loses = ("needs numbers that are not known while tracing" if traced
+             else "would drop its gradient")
+    library = foreign_caller()
+    if library is not None:
+        return ConversionError(_library_message(library, where + _quoted(frame, ins), loses))
+    if ins is not None and ins.opname == "STORE_SUBSCR":
+        return ConversionError(
+            f"{where}{_quoted(frame, None)} stores {subject} into a NumPy array, which keeps only "
+            f"numbers: {_STORE_LOSES[traced]}. Build the array with fusegrad: collect the values "
+            f"in a list and np.stack(values), or update it functionally with h = "
+            f"fusegrad.numpy.index_update(h, index, value); item assignment into that result "
+            f"records the update.")
+    return ConversionError(f"{where}{_quoted(frame, ins)} turns {subject} into a NumPy "
+                           f"constant ({what}), which {loses}. {_instead(traced)}")
+
+
+def _library_message(library, called, loses) -> str:
+    instead = _SCIPY_INSTEAD.get(library)
+    hint = f"use {instead}" if instead else "write the function with NumPy operations"
+    return (f"{library} is not differentiable through fusegrad yet: it converts its arguments "
+            f"to NumPy arrays, which {loses} (called at {called}). "
+            f"Instead, {hint}; fusegrad traces NumPy functions, not SciPy's compiled code.")
+
+
+def _quoted(frame, ins) -> str:
+    text = "" if frame is None else source_text(frame, ins)
+    return f": `{text}`" if text else ""
+
+
+def _instead(traced: bool) -> str:
+    hint = ("To build an array from tensors or traced values use np.stack([...]) or "
+            "fusegrad.numpy.array([...]) (nested lists too), and give np.sum, np.mean, "
+            "np.linalg.norm, ... an array, not a list: those record. For a number, keep the "
+            "0-d array x[i] (np.float64(x[i]) and float() are not needed).")
+    if traced:
+        return hint + " If the value is a constant, mark its argument with static_argnums."
+    return hint + " For a constant on purpose, call .detach() first."
