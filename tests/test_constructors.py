@@ -143,17 +143,18 @@ def test_a_copy_is_assigned_into_and_the_original_is_untouched():
     assert_grads(f)
 
 
-def test_views_taken_before_a_recorded_assignment_keep_the_old_value():
-    """A deviation from NumPy, as JAX's y.at[0].set: y names the new value, head is the old."""
+def test_a_view_read_after_a_recorded_assignment():
+    """NumPy's view would see the write. Traced, reading it raises; the eager engine keeps the
+    old value there (a known gap, docs/design.md: it has no stale-view check yet)."""
     def f(x):
         y = x * 1.0
         head = y[:2]
         y[0] = 100.0
         return np.sum(head) + np.sum(y)
-    for b in BACKENDS:
-        np.testing.assert_array_equal(grad_on(b, f)(X), [1.0, 2.0, 1.0], err_msg=b)
+    np.testing.assert_array_equal(grad_on("eager", f)(X), [1.0, 2.0, 1.0])
     for b in ("interp", "numba"):
-        assert fg.jit(f, backend=b)(X) == pytest.approx(X[0] + 2 * X[1] + 100 + X[2])
+        with pytest.raises(TypeError, match="a slice of a traced array is used"):
+            grad_on(b, f)(X)
 
 
 def test_assigning_into_a_differentiated_leaf_says_to_copy():
@@ -340,3 +341,48 @@ def test_a_scipy_ufunc_is_named_as_scipys():
         return np.sum(scipy.special.expit(x))
     raises_everywhere(f, match=f"no rule for scipy.special.expit \\(at .*{line_of(f)}\\)",
                       error=TypeError)
+
+
+# -- views and item assignment under jit -------------------------------------------------------
+
+def _view_read_after_assignment(x):
+    head = x[:2]
+    x[0] = 5.0
+    return np.sum(head)
+
+
+def _assignment_into_a_view(x):
+    x = x * 1.0
+    row = x[1:]
+    row[0] = 3.0
+    return np.sum(x)
+
+
+@pytest.mark.parametrize("backend", ["interp", "numba"])
+def test_a_slice_read_after_an_assignment_into_its_array_raises(backend):
+    # NumPy's view would show the new value (7.0); a trace cannot, so it says so
+    assert _view_read_after_assignment(np.array([1.0, 2.0, 3.0])) == 7.0
+    with pytest.raises(TypeError, match=r"a slice of a traced array is used at .*"
+                                        r"test_constructors.py:\d+ after an item assignment"):
+        fg.jit(_view_read_after_assignment, backend=backend)(np.array([1.0, 2.0, 3.0]))
+
+
+@pytest.mark.parametrize("backend", ["interp", "numba"])
+def test_assignment_into_a_slice_raises(backend):
+    assert _assignment_into_a_view(np.array([1.0, 2.0, 3.0])) == 7.0   # NumPy writes through
+    with pytest.raises(TypeError, match="writes into a view"):
+        fg.jit(_assignment_into_a_view, backend=backend)(np.array([1.0, 2.0, 3.0]))
+
+
+@pytest.mark.parametrize("backend", ["eager", "interp", "numba"])
+def test_copies_and_slices_taken_after_an_assignment_follow_numpy(backend):
+    def f(x):
+        x = x.copy()
+        head = x[:2].copy()
+        x[0] = 5.0 * x[2]
+        tail = x[:2]
+        return np.sum(head) + np.sum(tail * tail)
+
+    x = np.array([1.0, 2.0, 3.0])
+    assert fg.jit(f, backend=backend)(x) == pytest.approx(f(x.copy()))
+    np.testing.assert_allclose(fg.jit(fg.grad(f), backend=backend)(x), [1.0, 1.0 + 4.0, 150.0])

@@ -72,6 +72,8 @@ class TraceContext:
         """The IR value of x in this context: lifts outer tracers, embeds constants."""
         if isinstance(x, Tracer):
             if x.ctx is self:
+                if x.base is not None and x.base[0].value is not x.base[1]:
+                    _stale_view()
                 return x.value
             return self._lift(x)
         if level(x) > 0:                        # an eager tensor: its data, as a constant
@@ -127,13 +129,14 @@ def _shape_of(x) -> tuple:
 
 
 class Tracer(ArrayMethods):
-    __slots__ = ("value", "ctx", "weak")
+    __slots__ = ("value", "ctx", "weak", "base")
     _fg_level = 2
 
     def __init__(self, value: Value, ctx: TraceContext, weak: bool = False):
         self.value = value
         self.ctx = ctx
         self.weak = weak
+        self.base = None    # for a NumPy view (x[1:]): (x, x's value then); see __getitem__
 
     @property
     def aval(self) -> TensorType:
@@ -196,12 +199,30 @@ class Tracer(ArrayMethods):
         from ..conversion import conversion_error
         raise conversion_error("NumPy called __array__", traced=True)
 
+    def __getitem__(self, key):
+        """x[key]; a basic index (ints, slices) is a view in NumPy, which would show later
+        item assignments into x: such a result remembers x's value, so that reading it after
+        one raises (ctx.read) instead of silently keeping the old numbers."""
+        out = ArrayMethods.__getitem__(self, key)
+        keys = key if isinstance(key, tuple) else (key,)
+        if isinstance(out, Tracer) and (out.ndim or Ellipsis in keys) and all(
+                k is None or k is Ellipsis or isinstance(k, (int, np.integer, slice))
+                for k in keys):
+            root = self if self.base is None else self.base[0]
+            out.base = (root, root.value)
+        return out
+
     def _assign(self, new, label):
-        """`x[key] = v` (ArrayMethods.__setitem__): x now names the updated value. Other
-        tracers from x (slices, reshapes) keep the old value, as JAX's x.at[key].set(v)."""
+        """`x[key] = v` (ArrayMethods.__setitem__): x now names the updated value; the views
+        taken from x before can no longer be read (see __getitem__)."""
         if not isinstance(new, Tracer) or new.ctx is not self.ctx:
             raise TypeError(f"{label} at {user_location(full=True)}: the target is a traced "
                             f"value of an enclosing trace; assign into a copy made here")
+        if self.base is not None:
+            raise TypeError(
+                f"{label} at {user_location(full=True)} writes into a view (a slice of another "
+                f"traced array): NumPy would write through to that array, a trace cannot. "
+                f"Assign into the array itself (x[1:][0] = v is x[1] = v), or into a .copy().")
         self.value = new.value
 
     @classmethod
@@ -243,6 +264,13 @@ _AUGMENTED = {"+": "add", "-": "sub", "*": "mul", "/": "truediv", "//": "floordi
               "<<": "lshift", ">>": "rshift"}
 for _symbol, _name in _AUGMENTED.items():
     setattr(Tracer, f"__i{_name}__", _augmented(_symbol))
+
+
+def _stale_view():
+    raise TypeError(
+        f"a slice of a traced array is used at {user_location(full=True)} after an item "
+        f"assignment into that array: NumPy's view would show the new values, a trace keeps "
+        f"the old ones. Take the slice after the assignment, or .copy() it before.")
 
 
 def _is_weak(x) -> bool:
