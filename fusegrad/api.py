@@ -17,6 +17,7 @@ from .dispatch import level
 from .runtime.grad_mode import busy as _busy
 from .runtime.grad_mode import eager_transforms as _eager_state
 from .runtime.signature import Signature, explain_miss, leaf_array, log_compile, signature_of
+from .constructors import numpy_constructors
 from .tracer.randomness import watch as watch_random
 from .tracer.tracer import _state as _tracer_state
 from .tracer.tracer import is_tracing, trace_flat
@@ -74,7 +75,7 @@ def trace_signature(fun, sig: Signature, static_argnums, name=None):
     types = [t for t, _ in sig.types]
     weak = [w for _, w in sig.types]
     hints = _param_hints(fun, sig, nargs)
-    with watch_random(fun, static):         # draws here would be frozen: warn
+    with watch_random(fun, static), numpy_constructors():   # draws here would be frozen: warn
         fn, out_tree, _ = trace_flat(flat_fun, types, name or _name_of(fun), weak=weak,
                                      hints=hints)
     return fn, out_tree

@@ -11,14 +11,17 @@ its own: x gets g where it was kept, v the sum of g over the places it was writt
 
 from __future__ import annotations
 
+import contextlib
 import math
+import sys
+import threading
 
 import numpy as np
 
 from . import lax
 from . import numpy as fnp
 from .dispatch import level
-from .tracer.location import user_location
+from .tracer.location import _is_foreign, _is_internal, user_location
 
 
 def _boxed(x) -> bool:
@@ -44,6 +47,54 @@ def asarray(obj, dtype=None, **kwargs):
     if level(obj) or _boxed(obj):
         return array(obj, dtype, copy=False)
     return np.asarray(obj, dtype=dtype, **kwargs)
+
+
+# -- np.array and np.asarray while fusegrad traces or differentiates --------------------------
+# NumPy builds an array from a foreign object through __array__, which can only hand back
+# numbers. So while a trace or an eager transform runs, np.array, np.asarray, np.asanyarray and
+# np.ascontiguousarray are wrapped: called from user code on a tensor, a tracer or nested lists
+# of them, they record (a stack, as autograd's np.array); anything else, and every call from
+# NumPy, SciPy or fusegrad itself, goes to NumPy unchanged. Restored when the last one ends.
+
+_CONSTRUCTORS = {"array": array, "asarray": asarray, "asanyarray": asarray,
+                 "ascontiguousarray": asarray}
+_NUMPY = {name: getattr(np, name) for name in _CONSTRUCTORS}
+_active = [0]
+_lock = threading.Lock()
+
+
+def _recording(name):
+    numpy_fn, ours = _NUMPY[name], _CONSTRUCTORS[name]
+
+    def constructor(obj, *args, **kwargs):
+        caller = sys._getframe(1).f_code.co_filename
+        if _boxed(obj) and not _is_internal(caller) and not _is_foreign(caller):
+            return ours(obj, *args, **kwargs)
+        return numpy_fn(obj, *args, **kwargs)
+    constructor.__name__ = constructor.__qualname__ = name
+    constructor.__doc__ = numpy_fn.__doc__
+    return constructor
+
+
+_WRAPPED = {name: _recording(name) for name in _CONSTRUCTORS}
+
+
+@contextlib.contextmanager
+def numpy_constructors():
+    """Make np.array and friends record for the duration (see above); nests."""
+    with _lock:
+        _active[0] += 1
+        if _active[0] == 1:
+            for name, fn in _WRAPPED.items():
+                setattr(np, name, fn)
+    try:
+        yield
+    finally:
+        with _lock:
+            _active[0] -= 1
+            if _active[0] == 0:
+                for name, fn in _NUMPY.items():
+                    setattr(np, name, fn)
 
 
 def _stack_nested(obj):

@@ -26,6 +26,7 @@ import numpy as np
 
 from . import lax
 from . import numpy as fnp
+from .constructors import numpy_constructors
 from .ir.core import Op
 from .passes import autodiff
 from .runtime import engine
@@ -53,7 +54,7 @@ def _eager_scope():
     _local.depth += 1
     add_busy(1)
     try:
-        with enable_grad():
+        with enable_grad(), numpy_constructors():
             yield
     finally:
         _local.depth -= 1

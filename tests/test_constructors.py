@@ -244,9 +244,25 @@ def via_float64(x):
     return np.float64(x[0]) * x[1]
 
 
+@pytest.mark.parametrize("f", [via_asarray, via_array_of_list, via_ascontiguousarray])
+def test_numpy_constructors_called_by_the_user_record(f):
+    """np.array/np.asarray/np.ascontiguousarray of tensors, tracers and lists of them record
+    while fusegrad traces or differentiates (constructors.numpy_constructors)."""
+    expected = central_difference(f, X)
+    for b in BACKENDS:
+        np.testing.assert_allclose(grad_on(b, f)(X), expected, rtol=1e-6, atol=1e-8,
+                                   err_msg=b)
+
+
+def test_numpy_constructors_are_numpys_again_after_a_transform():
+    before = (np.array, np.asarray, np.asanyarray, np.ascontiguousarray)
+    fg.grad(via_array_of_list)(X)
+    fg.jit(fg.grad(via_asarray), backend="interp")(X)
+    assert (np.array, np.asarray, np.asanyarray, np.ascontiguousarray) == before
+
+
 @pytest.mark.parametrize("f, call", [
-    (via_asarray, "np.asarray(x)"), (via_array_of_list, "np.array([x[0], 2 * x[1]])"),
-    (via_ascontiguousarray, "np.ascontiguousarray(x)"), (via_r_, "np.r_[x, x]"),
+    (via_r_, "np.r_[x, x]"),
     (via_sum_of_list, "np.sum([x[0], x[1]])"), (via_mean_of_list, "np.mean([x[0], x[2]])"),
     (via_norm_of_list, "np.linalg.norm([x[0], x[1]])"), (via_float64, "np.float64(x[0])"),
 ])
