@@ -1,12 +1,13 @@
 """When a tensor or tracer would become a NumPy constant: the error that says so.
 
-NumPy builds an array from a foreign object through `__array__` (np.array, np.asarray,
-np.ascontiguousarray, np.r_, np.sum of a list, SciPy functions, `h[1:] = x` into an ndarray) or
-`__float__` (np.float64(x), `h[0] = x`), and keeps only the numbers. Neither hook can hand back
-a recorded value, so on a tensor that requires grad (eager) or a tracer (jit) the conversion
-would drop the gradient or need values a trace does not have. It raises instead, quoting the
-user's expression and line, naming the SciPy function when the call came through one, and
-saying what records: np.stack, fusegrad.numpy.array, fusegrad.numpy.index_update.
+NumPy builds an array from a foreign object through `__array__` (np.r_, np.sum of a list,
+SciPy functions, `h[1:] = x` into an ndarray, and np.array/np.asarray where
+constructors.numpy_constructors does not catch them) or `__float__` (np.float64(x),
+`h[0] = x`), and keeps only the numbers. Neither hook can hand back a recorded value, so on a
+tensor that requires grad (eager) or a tracer (jit) the conversion would drop the gradient or
+need values a trace does not have. It raises instead, quoting the user's expression and line,
+naming the SciPy function when the call came through one, and saying what records: np.stack,
+fusegrad.numpy.array, fusegrad.numpy.index_update.
 """
 
 from __future__ import annotations

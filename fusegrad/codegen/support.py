@@ -49,24 +49,29 @@ def ipow(a, b):
 # index a kernel computes itself is checked where it is used.
 
 @njit(error_model="numpy", nogil=True)
+def _out_of_bounds(i, n, axis, where):
+    raise IndexError("index " + str(i) + " is out of bounds for axis " + str(axis) +
+                     " with size " + str(n) + where)
+
+
+@njit(error_model="numpy", nogil=True)
 def check_indices(idx, n, axis, where):
     """Raise NumPy's IndexError unless every entry of idx is in [-n, n)."""
     lo, hi = 0, -1
     for i in idx.ravel():
         lo = min(lo, i)
         hi = max(hi, i)
-    bad = lo if lo < -n else hi
-    if bad < -n or bad >= n:
-        raise IndexError("index " + str(bad) + " is out of bounds for axis " + str(axis) +
-                         " with size " + str(n) + where)
+    if lo < -n:
+        _out_of_bounds(lo, n, axis, where)
+    if hi >= n:
+        _out_of_bounds(hi, n, axis, where)
 
 
 @njit(error_model="numpy", nogil=True)
 def check_index(i, n, axis, where):
     """i itself if it is in [-n, n), else NumPy's IndexError."""
     if i < -n or i >= n:
-        raise IndexError("index " + str(i) + " is out of bounds for axis " + str(axis) +
-                         " with size " + str(n) + where)
+        _out_of_bounds(i, n, axis, where)
     return i
 
 
