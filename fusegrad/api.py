@@ -14,10 +14,10 @@ import threading
 import numpy as np
 
 from .dispatch import level
-from .runtime.grad_mode import busy as _busy
-from .runtime.grad_mode import eager_transforms as _eager_state
+from .numpy.constructors import numpy_constructors
 from .runtime.signature import Signature, explain_miss, leaf_array, log_compile, signature_of
-from .constructors import numpy_constructors
+from .state import busy as _busy
+from .state import eager_transforms as _eager_state
 from .tracer.randomness import watch as watch_random
 from .tracer.tracer import _state as _tracer_state
 from .tracer.tracer import is_tracing, trace_flat
@@ -148,13 +148,15 @@ class Lowered:
 
 
 def compile_function(fn, backend: str):
-    """Optimize fn and build an executable `run(leaves) -> list of arrays` for a backend."""
+    """Optimize fn and build an executable `run(leaves) -> list of arrays` for a backend: the
+    passes run here, for every backend; codegen and the interpreter take optimized IR."""
     from .passes.pipeline import optimize
+    ir = optimize(fn)
     if backend == "numba":
         from .codegen import compile_numba
-        return compile_numba(fn)
+        return compile_numba(ir)
     from .runtime.interpreter import Interpreted
-    return Interpreted(optimize(fn))
+    return Interpreted(ir)
 
 
 class Jitted:
@@ -324,8 +326,7 @@ def _rebuilder(treedef):
 def _differentiating_eagerly(args) -> bool:
     """Whether an eager transform needs this call on the tape: a compiled call would hand it
     constants (inside an eager grad, or given tensors that require grad)."""
-    from .transforms import in_eager_transform
-    return in_eager_transform() or any(
+    return _eager_state.depth > 0 or any(
         level(x) == 1 and x.requires_grad for x in flatten(list(args))[0])
 
 

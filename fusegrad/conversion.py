@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import dis
 
-from .runtime.grad_mode import eager_transforms
+from .state import eager_transforms
 from .tracer.location import foreign_caller, instruction, source_text, user_frame
-from .tracer.tracer import ConcretizationError
 
 _STORE_SUBSCR = dis.opmap["STORE_SUBSCR"]
 
@@ -27,6 +26,13 @@ _SCIPY_INSTEAD = {
     "scipy.special.log_softmax": "fusegrad.nn.log_softmax",
 }
 _STORE_LOSES = {False: "the gradient would be lost", True: "a traced value has none yet"}
+
+
+class ConcretizationError(TypeError):
+    """A traced value was needed as a concrete Python value (bool, int, iteration, ...).
+
+    Defined here, below the tracer that raises it, so that tracer.py can import this module's
+    errors; fusegrad.tracer.tracer re-exports it."""
 
 
 class ConversionError(ConcretizationError):

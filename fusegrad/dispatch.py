@@ -10,7 +10,7 @@ node, and plain NumPy arrays and Python scalars are evaluated directly.
 
 from __future__ import annotations
 
-from .runtime.interpreter import apply
+from .ir.evaluate import apply
 
 TRACE_LEVEL = 2
 EAGER_LEVEL = 1

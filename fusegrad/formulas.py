@@ -16,6 +16,12 @@ Names in scope:
              `.dtype` of array inputs (never of Python scalars)
     params   the op's static params as keywords (axes, axis, shape, perm, ...)
 
+Each rule declares on registration which of its own arguments it reads besides g: `reads="x y"`
+(the values), `reads="x.shape"` (only .shape / .dtype / .ndim), `reads="xs.shape"` (every one of
+*xs), `reads=""` (none). The eager engine saves exactly these for backward (runtime/graph.py);
+params are always passed. tests/test_formulas.py checks that each declaration is sufficient
+(an undeclared argument is never touched) and minimal.
+
 Conventions:
     * None means "no gradient flows to this input": indices, select's predicate. Primitives with
       no derivative at all (comparisons, logic, sign, argmax, nullary constructors) are listed in
@@ -63,8 +69,12 @@ vjp_rules: dict = {}
 node_names: dict = {}
 
 
-def _vjp(prim, name):
+def _vjp(prim, name, reads=None):
+    """Register fn as prim's VJP rule, with its eager node's name and what it reads besides g
+    (see the module docstring); the eager engine saves only that. Undeclared: it saves all."""
     def register(fn):
+        if reads is not None:
+            fn.reads = reads
         vjp_rules[prim] = fn
         node_names[prim] = name
         return fn
@@ -131,67 +141,67 @@ def _inverse(perm):
 # ---------------------------------------------------------------------------------------------
 # Elementwise: unary.
 
-@_vjp("neg", "NegBackward")
+@_vjp("neg", "NegBackward", reads="")
 def neg(g, out, x):
     return (-g,)
 
 
-@_vjp("abs", "AbsBackward")
+@_vjp("abs", "AbsBackward", reads="x")
 def abs(g, out, x):
     return (g * lax.sign(x),)
 
 
-@_vjp("exp", "ExpBackward")
+@_vjp("exp", "ExpBackward", reads="out")
 def exp(g, out, x):
     return (g * out,)
 
 
-@_vjp("expm1", "Expm1Backward")
+@_vjp("expm1", "Expm1Backward", reads="out")
 def expm1(g, out, x):
     return (g * (out + 1),)
 
 
-@_vjp("log", "LogBackward")
+@_vjp("log", "LogBackward", reads="x")
 def log(g, out, x):
     return (g / x,)
 
 
-@_vjp("log1p", "Log1pBackward")
+@_vjp("log1p", "Log1pBackward", reads="x")
 def log1p(g, out, x):
     return (g / (x + 1),)
 
 
-@_vjp("sqrt", "SqrtBackward")
+@_vjp("sqrt", "SqrtBackward", reads="out")
 def sqrt(g, out, x):
     return (g / (2 * out),)
 
 
-@_vjp("rsqrt", "RsqrtBackward")
+@_vjp("rsqrt", "RsqrtBackward", reads="out x")
 def rsqrt(g, out, x):
     return (-0.5 * g * out / x,)
 
 
-@_vjp("sin", "SinBackward")
+@_vjp("sin", "SinBackward", reads="x")
 def sin(g, out, x):
     return (g * lax.cos(x),)
 
 
-@_vjp("cos", "CosBackward")
+@_vjp("cos", "CosBackward", reads="x")
 def cos(g, out, x):
     return (-g * lax.sin(x),)
 
 
-@_vjp("tanh", "TanhBackward")
+@_vjp("tanh", "TanhBackward", reads="out")
 def tanh(g, out, x):
     return (g * (1 - out * out),)
 
 
-@_vjp("logistic", "SigmoidBackward")
+@_vjp("logistic", "SigmoidBackward", reads="out")
 def logistic(g, out, x):
     return (g * out * (1 - out),)
 
 
-@_vjp("erf", "ErfBackward")
+@_vjp("erf", "ErfBackward", reads="x")
 def erf(g, out, x):
     return (g * (2 / math.sqrt(math.pi)) * lax.exp(-x * x),)
 
@@ -199,22 +209,22 @@ def erf(g, out, x):
 # ---------------------------------------------------------------------------------------------
 # Elementwise: binary (results in the broadcast shape; the driver un-broadcasts).
 
-@_vjp("add", "AddBackward")
+@_vjp("add", "AddBackward", reads="")
 def add(g, out, x, y):
     return g, g
 
 
-@_vjp("sub", "SubBackward")
+@_vjp("sub", "SubBackward", reads="")
 def sub(g, out, x, y):
     return g, -g
 
 
-@_vjp("mul", "MulBackward")
+@_vjp("mul", "MulBackward", reads="x y")
 def mul(g, out, x, y):
     return g * y, g * x
 
 
-@_vjp("div", "DivBackward")
+@_vjp("div", "DivBackward", reads="out y")
 def div(g, out, x, y):
     return g / y, -g * out / y
 
@@ -234,7 +244,7 @@ def _pow_exponent(out, x):
     return lax.select(zero, 0.0, out * lax.log(lax.select(zero, 1.0, x)))
 
 
-@_vjp("pow", "PowBackward")
+@_vjp("pow", "PowBackward", reads="out x y")
 def pow(g, out, x, y):
     return g * _pow_base(x, y), g * _pow_exponent(out, x)
 
@@ -249,34 +259,34 @@ def _is_result(x, y, beats):
     return lax.or_(beats(x, y), lax.ne(x, x))
 
 
-@_vjp("maximum", "MaximumBackward")
+@_vjp("maximum", "MaximumBackward", reads="x y")
 def maximum(g, out, x, y):
     xr, yr = _is_result(x, y, lax.ge), _is_result(y, x, lax.ge)
     return _share(g, xr, yr), _share(g, yr, xr)
 
 
-@_vjp("minimum", "MinimumBackward")
+@_vjp("minimum", "MinimumBackward", reads="x y")
 def minimum(g, out, x, y):
     xr, yr = _is_result(x, y, lax.le), _is_result(y, x, lax.le)
     return _share(g, xr, yr), _share(g, yr, xr)
 
 
-@_vjp("remainder", "RemainderBackward")
+@_vjp("remainder", "RemainderBackward", reads="x y")
 def remainder(g, out, x, y):
     return g, -g * lax.floor(x / y)
 
 
-@_vjp("fmod", "FmodBackward")
+@_vjp("fmod", "FmodBackward", reads="x y")
 def fmod(g, out, x, y):
     return g, -g * lax.trunc(x / y)
 
 
-@_vjp("select", "WhereBackward")
+@_vjp("select", "WhereBackward", reads="pred")
 def select(g, out, pred, on_true, on_false):
     return None, lax.select(pred, g, 0.0), lax.select(pred, 0.0, g)
 
 
-@_vjp("convert", "ToBackward")
+@_vjp("convert", "ToBackward", reads="")
 def convert(g, out, x, *, dtype):
     return (g,)  # the driver casts back to x's dtype
 
@@ -284,7 +294,7 @@ def convert(g, out, x, *, dtype):
 # ---------------------------------------------------------------------------------------------
 # Shape and indexing: route each output element back to where it was read.
 
-@_vjp("broadcast_in_dim", "ExpandBackward")
+@_vjp("broadcast_in_dim", "ExpandBackward", reads="x.shape")
 def broadcast_in_dim(g, out, x, *, shape, dims):
     return (lax.reshape(lax.reduce_sum(g, _broadcast_axes(x.shape, shape, dims)), x.shape),)
 
@@ -295,17 +305,17 @@ def _broadcast_axes(x_shape, shape, dims):
     return tuple(sorted([i for i in range(len(shape)) if i not in dims] + stretched))
 
 
-@_vjp("reshape", "ViewBackward")
+@_vjp("reshape", "ViewBackward", reads="x.shape")
 def reshape(g, out, x, *, shape):
     return (lax.reshape(g, x.shape),)
 
 
-@_vjp("transpose", "TransposeBackward")
+@_vjp("transpose", "TransposeBackward", reads="")
 def transpose(g, out, x, *, perm):
     return (lax.transpose(g, _inverse(perm)),)
 
 
-@_vjp("slice", "SliceBackward")
+@_vjp("slice", "SliceBackward", reads="out.shape x.shape")
 def slice(g, out, x, *, start, stop, step):
     return (lax.pad(g, start, _slice_high(x.shape, out.shape, start, step),
                     tuple(s - 1 for s in step)),)
@@ -317,14 +327,14 @@ def _slice_high(shape, out_shape, start, step):
                  for n, k, a, s in zip(shape, out_shape, start, step))
 
 
-@_vjp("pad", "PadBackward")
+@_vjp("pad", "PadBackward", reads="x.shape")
 def pad(g, out, x, *, low, high, interior):
     stop = tuple(lo + (n - 1) * (it + 1) + 1 if n else lo
                  for n, lo, it in zip(x.shape, low, interior))
     return (lax.slice(g, low, stop, tuple(it + 1 for it in interior)),)
 
 
-@_vjp("concatenate", "CatBackward")
+@_vjp("concatenate", "CatBackward", reads="xs.shape")
 def concatenate(g, out, *xs, axis):
     axis %= len(g.shape)
     full, ends = tuple(g.shape), list(accumulate(x.shape[axis] for x in xs))
@@ -333,22 +343,22 @@ def concatenate(g, out, *xs, axis):
                  for a, b in zip([0] + ends[:-1], ends))
 
 
-@_vjp("take", "IndexSelectBackward")
+@_vjp("take", "IndexSelectBackward", reads="x.shape idx")
 def take(g, out, x, idx, *, axis):
     return lax.scatter_add(idx, g, axis % len(x.shape), x.shape), None
 
 
-@_vjp("take_along_axis", "GatherBackward")
+@_vjp("take_along_axis", "GatherBackward", reads="x.shape idx")
 def take_along_axis(g, out, x, idx, *, axis):
     return lax.scatter_add_along_axis(idx, g, axis % len(x.shape), x.shape), None
 
 
-@_vjp("scatter_add", "ScatterAddBackward")
+@_vjp("scatter_add", "ScatterAddBackward", reads="idx")
 def scatter_add(g, out, idx, updates, *, axis, shape):
     return None, lax.take(g, idx, axis)
 
 
-@_vjp("scatter_add_along_axis", "ScatterAddBackward")
+@_vjp("scatter_add_along_axis", "ScatterAddBackward", reads="idx")
 def scatter_add_along_axis(g, out, idx, updates, *, axis, shape):
     return None, lax.take_along_axis(g, idx, axis)
 
@@ -356,7 +366,7 @@ def scatter_add_along_axis(g, out, idx, updates, *, axis, shape):
 # ---------------------------------------------------------------------------------------------
 # Reductions and scans: broadcast g back over the reduced axes, times a local factor.
 
-@_vjp("reduce_sum", "SumBackward")
+@_vjp("reduce_sum", "SumBackward", reads="x.shape")
 def reduce_sum(g, out, x, *, axes):
     return (_expand(g, x.shape, axes),)
 
@@ -368,12 +378,12 @@ def _extreme_grad(g, out, x, axes):
     return hit * _expand(g / lax.reduce_sum(hit, axes), x.shape, axes)
 
 
-@_vjp("reduce_max", "MaxBackward")
+@_vjp("reduce_max", "MaxBackward", reads="out x")
 def reduce_max(g, out, x, *, axes):
     return (_extreme_grad(g, out, x, axes),)
 
 
-@_vjp("reduce_min", "MinBackward")
+@_vjp("reduce_min", "MinBackward", reads="out x")
 def reduce_min(g, out, x, *, axes):
     return (_extreme_grad(g, out, x, axes),)
 
@@ -389,12 +399,12 @@ def _prod_grad(g, out, x, axes):
     return local * _expand(g, x.shape, axes)
 
 
-@_vjp("reduce_prod", "ProdBackward")
+@_vjp("reduce_prod", "ProdBackward", reads="out x")
 def reduce_prod(g, out, x, *, axes):
     return (_prod_grad(g, out, x, axes),)
 
 
-@_vjp("cumsum", "CumsumBackward")
+@_vjp("cumsum", "CumsumBackward", reads="")
 def cumsum(g, out, x, *, axis, reverse=False):
     return (lax.cumsum(g, axis, reverse=not reverse),)
 
@@ -420,7 +430,7 @@ def _matmul_vjp(g, a, b):
     return ga, gb
 
 
-@_vjp("matmul", "MatmulBackward")
+@_vjp("matmul", "MatmulBackward", reads="a b")
 def matmul(g, out, a, b):
     return _matmul_vjp(g, a, b)
 
@@ -428,19 +438,19 @@ def matmul(g, out, a, b):
 # ---------------------------------------------------------------------------------------------
 # Composites: single ops with their own stable, small-state VJP.
 
-@_vjp("softmax", "SoftmaxBackward")
+@_vjp("softmax", "SoftmaxBackward", reads="out")
 def softmax(g, out, x, *, axis):
     axes = (axis % len(out.shape),)
     return (out * (g - _expand(lax.reduce_sum(g * out, axes), out.shape, axes)),)
 
 
-@_vjp("log_softmax", "LogSoftmaxBackward")
+@_vjp("log_softmax", "LogSoftmaxBackward", reads="out")
 def log_softmax(g, out, x, *, axis):
     axes = (axis % len(out.shape),)
     return (g - lax.exp(out) * _expand(lax.reduce_sum(g, axes), out.shape, axes),)
 
 
-@_vjp("logsumexp", "LogsumexpBackward")
+@_vjp("logsumexp", "LogsumexpBackward", reads="x")
 def logsumexp(g, out, x, *, axes):
     return (_softmax_over(x, axes) * _expand(g, x.shape, axes),)
 
@@ -453,7 +463,7 @@ def _softmax_over(x, axes):
     return w / _expand(lax.select(lax.eq(s, 0.0), 1.0, s), x.shape, axes)
 
 
-@_vjp("cross_entropy", "CrossEntropyBackward")
+@_vjp("cross_entropy", "CrossEntropyBackward", reads="logits targets")
 def cross_entropy(g, out, logits, targets):
     n, c = logits.shape
     onehot = lax.scatter_add_along_axis(lax.reshape(targets, (n, 1)),
@@ -461,7 +471,7 @@ def cross_entropy(g, out, logits, targets):
     return (lax.softmax(logits, 1) - onehot) * (g / n), None
 
 
-@_vjp("layer_norm", "LayerNormBackward")
+@_vjp("layer_norm", "LayerNormBackward", reads="out x")
 def layer_norm(g, out, x, *, ndim, eps):
     axes = tuple(range(len(x.shape) - ndim, len(x.shape)))
     centered = x - _mean(x, axes)
@@ -482,6 +492,18 @@ def _gelu_tanh_slope(x):
     return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * 0.044715 * x * x)
 
 
-@_vjp("gelu", "GeluBackward")
+@_vjp("gelu", "GeluBackward", reads="x")
 def gelu(g, out, x, *, approximate):
     return (g * (_gelu_tanh_slope(x) if approximate else _gelu_slope(x)),)
+
+
+# ---------------------------------------------------------------------------------------------
+# Custom rules: the user's own VJP (fusegrad.custom_vjp).
+
+@_vjp("custom_vjp_call", "CustomVjpBackward", reads="xs")
+def custom_vjp_call(g, out, *xs, fun, n_in, n_res, call):
+    """The user's bwd, called on the residual operands and g (unflattened into their trees),
+    its result checked against the inputs: cotangents for the n_in primal inputs, None for the
+    residuals and outputs, so no gradient goes through fwd's own ops to the output. The eager
+    node saves only the residuals (fusegrad/custom.py records it)."""
+    return call.vjp(g, xs)

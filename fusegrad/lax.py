@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .dispatch import bind
-from .ir.primitives import BINARY_NUMERIC, COMPARISONS, UNARY_FLOAT, UNARY_NUMERIC
+from .ir.primitives import PRIMITIVES
 from .ir.types import NP_DTYPES, dtype_name
 
 
@@ -30,10 +30,12 @@ def _binary(prim):
     return op
 
 
-for _p in UNARY_FLOAT + UNARY_NUMERIC + ("not",):
-    globals()[_p + ("_" if _p == "not" else "")] = _unary(_p)
-for _p in BINARY_NUMERIC + COMPARISONS + ("and", "or"):
-    globals()[_p + ("_" if _p in ("and", "or") else "")] = _binary(_p)
+# One function per elementwise primitive of the registry without params (`and_`, `or_` and
+# `not_` for the Python keywords).
+for _p in PRIMITIVES.values():
+    if _p.category == "elementwise" and _p.arity in (1, 2) and _p.name != "convert":
+        _name = _p.name + ("_" if _p.name in ("and", "or", "not") else "")
+        globals()[_name] = (_unary if _p.arity == 1 else _binary)(_p.name)
 
 sigmoid = logistic  # noqa: F821 - defined by the loop above
 

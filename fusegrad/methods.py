@@ -75,7 +75,7 @@ class ArrayMethods:
     def __setitem__(self, key, value):
         """A functional update recorded like any op (constructors.index_update); the tensor or
         tracer then names the new value."""
-        from .constructors import set_item
+        from .numpy.constructors import set_item
         set_item(self, key, value)
 
     def __iter__(self):

@@ -24,7 +24,7 @@ import numpy as np
 from . import numpy as fnp
 from .api import jit
 from .ir.printer import value_names
-from .runtime.interpreter import apply
+from .ir.evaluate import apply
 from .runtime.signature import leaf_array, signature_of
 from .transforms import grad
 from .tree import flatten, unflatten

@@ -26,13 +26,14 @@ import numpy as np
 
 from . import lax
 from . import numpy as fnp
-from .constructors import numpy_constructors
 from .ir.core import Op
+from .numpy.constructors import numpy_constructors
 from .passes import autodiff
 from .runtime import engine
-from .runtime.grad_mode import add_busy, eager_transforms, enable_grad
+from .runtime.grad_mode import enable_grad
 from .runtime.signature import leaf_type
 from .runtime.tensor import Tensor, tensor
+from .state import add_busy, eager_transforms
 from .tracer.tracer import Tracer, inline, is_tracing, trace_flat
 from .tracer.tracer import _current as current_trace
 from .tree import flatten, num_leaves, unflatten

@@ -5,8 +5,9 @@ on the eager engine) and the autodiff tests (the VJP inner-product identity on t
 
 import numpy as np
 
-from fusegrad import lax
+from fusegrad import custom_vjp, lax
 from fusegrad.formulas import vjp_rules
+from fusegrad.ir.primitives import PRIMITIVES
 
 
 class Domains:
@@ -31,39 +32,42 @@ class Domains:
         n = int(np.prod(shape))
         return (self.rng.permutation(n) * 0.1 - n * 0.05 + 0.01).reshape(shape)
 
+    def unit(self, *shape):
+        """(-0.9, 0.9): inside [-1, 1], away from its ends (arcsin, arctanh)."""
+        return self.rng.uniform(-0.9, 0.9, shape)
+
+    def sample(self, domain: str, *shape):
+        """Inputs from the sampler a registry entry names as an operand's domain."""
+        return getattr(self, domain)(*shape)
+
 
 IDX = np.array([2, 0, 2, 1])
 IDX2 = np.array([[0, 2], [1, 1], [2, 0]])
 TARGETS = np.array([2, 0, 1, 1])
 
 
+def elementwise_cases(d: Domains) -> dict:
+    """One row per differentiable elementwise primitive with a domain in its registry entry: a
+    [2, 3] operand, and for binary ones a [3] second operand (broadcast, so the driver's
+    un-broadcasting is tested too), offset where both are `distinct` so they never tie."""
+    cases = {}
+    for p in PRIMITIVES.values():
+        if p.category != "elementwise" or p.name not in vjp_rules or not p.domain:
+            continue
+        shapes = [(2, 3), (3,)][:len(p.domain)]
+        xs = [d.sample(dom, *shape) for dom, shape in zip(p.domain, shapes)]
+        if p.domain == ("distinct", "distinct"):
+            xs[1] = xs[1] + 0.03
+        cases[p.name] = (getattr(lax, p.name), xs)
+    return cases
+
+
 def primitive_cases(d: Domains) -> dict:
     """case -> (function of lax ops, inputs): one or more rows per differentiable primitive,
     inputs drawn from d's domains. Several rows per prim where layouts differ."""
     return {
-        "neg": (lax.neg, [d.normal(2, 3)]),
-        "abs": (lax.abs, [d.away_from_zero(2, 3)]),
-        "exp": (lax.exp, [d.normal(2, 3)]),
-        "log": (lax.log, [d.positive(2, 3)]),
-        "log1p": (lax.log1p, [d.positive(2, 3)]),
-        "expm1": (lax.expm1, [d.normal(2, 3)]),
-        "sqrt": (lax.sqrt, [d.positive(2, 3)]),
-        "rsqrt": (lax.rsqrt, [d.positive(2, 3)]),
-        "sin": (lax.sin, [d.normal(2, 3)]),
-        "cos": (lax.cos, [d.normal(2, 3)]),
-        "tanh": (lax.tanh, [d.normal(2, 3)]),
-        "logistic": (lax.logistic, [d.normal(2, 3)]),
-        "erf": (lax.erf, [d.normal(2, 3)]),
-        "add": (lax.add, [d.normal(2, 3), d.normal(3)]),
-        "sub": (lax.sub, [d.normal(2, 1), d.normal(3)]),
-        "mul": (lax.mul, [d.normal(2, 3), d.normal(3)]),
-        "div": (lax.div, [d.normal(2, 3), d.away_from_zero(2, 1)]),
-        "pow": (lax.pow, [d.positive(2, 3), d.normal(2, 3)]),
+        **elementwise_cases(d),
         "pow_scalar": (lambda x: lax.pow(x, 3.0), [d.normal(2, 3)]),
-        "maximum": (lax.maximum, [d.distinct(2, 3), d.distinct(3) + 0.03]),
-        "minimum": (lax.minimum, [d.distinct(2, 3), d.distinct(3) + 0.03]),
-        "remainder": (lax.remainder, [3 * d.normal(2, 3), d.away_from_zero(3)]),
-        "fmod": (lax.fmod, [3 * d.normal(2, 3), d.away_from_zero(2, 3)]),
         "select": (lambda a, b: lax.select(np.array([True, False, True]), a, b),
                    [d.normal(2, 3), d.normal(2, 3)]),
         "convert": (lambda x: lax.convert(x, "f64"), [d.normal(2, 3)]),
@@ -98,7 +102,27 @@ def primitive_cases(d: Domains) -> dict:
         "layer_norm_2d": (lambda x: lax.layer_norm(x, 2, 1e-3), [d.normal(2, 2, 3)]),
         "gelu": (lambda x: lax.gelu(x, False), [d.normal(2, 3)]),
         "gelu_tanh": (lambda x: lax.gelu(x, True), [d.normal(2, 3)]),
+        "custom_vjp_call": (custom_mul_sin, [d.normal(2, 3), d.normal(2, 3)]),
     }
+
+
+@custom_vjp
+def custom_mul_sin(x, y):
+    """x * sin(y) with a hand-written VJP: the custom_vjp_call row (bwd is differentiable)."""
+    return x * lax.sin(y)
+
+
+def _custom_mul_sin_fwd(x, y):
+    s = lax.sin(y)
+    return x * s, (x, s, lax.cos(y))
+
+
+def _custom_mul_sin_bwd(res, g):
+    x, s, c = res
+    return g * s, g * x * c
+
+
+custom_mul_sin.defvjp(_custom_mul_sin_fwd, _custom_mul_sin_bwd)
 
 
 def case_prim(case: str) -> str:

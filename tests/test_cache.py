@@ -142,7 +142,7 @@ def test_edited_code_globals_and_helpers_are_never_served_stale_kernels(warm, tm
 
 def test_a_version_bump_is_a_cache_miss(warm, tmp_path):
     folder, cache = copy_of(warm, tmp_path)
-    project(folder, setup="fg.__version__ = '99.0-test'")
+    project(folder, setup="import fusegrad.version; fusegrad.version.__version__ = '99.0-test'")
     value, log = run(folder, cache)
     assert value == pytest.approx(expected()) and compiled(log), log
 

@@ -6,6 +6,8 @@ abs/prod, distinct values for max/min), so no finite difference straddles a kink
 the gradient function built with create_graph=True.
 """
 
+import inspect
+
 import numpy as np
 import pytest
 
@@ -13,16 +15,17 @@ from domains import Domains, case_prim, primitive_cases
 from fusegrad import lax
 from fusegrad.formulas import (
     NON_DIFFERENTIABLE,
+    _vjp,
     node_names,
     sum_to_shape,
     unbroadcast_and_cast,
     vjp_rules,
 )
-from fusegrad.ir.primitives import shape_rules
+from fusegrad.ir.primitives import PRIMITIVES
 from fusegrad.runtime.engine import grad
 from fusegrad.runtime.grad_mode import enable_grad
 from fusegrad.runtime.gradcheck import gradcheck
-from fusegrad.runtime.graph import rule_reads
+from fusegrad.runtime.graph import SavedTensor, _Meta, input_mode, rule_reads
 from fusegrad.runtime.tensor import Tensor, tensor
 
 _domains = Domains(seed=1234, margin=0.2)
@@ -40,7 +43,7 @@ def leaves(arrays):
 
 
 def test_every_differentiable_primitive_has_a_rule_and_a_name():
-    assert set(vjp_rules) | NON_DIFFERENTIABLE == set(shape_rules)
+    assert set(vjp_rules) | NON_DIFFERENTIABLE == set(PRIMITIVES)
     assert not set(vjp_rules) & NON_DIFFERENTIABLE
     assert set(node_names) == set(vjp_rules)
     assert all(name.endswith("Backward") for name in node_names.values())
@@ -134,6 +137,154 @@ def test_saved_state_is_what_the_rule_reads():
     assert rule_reads(vjp_rules["reduce_sum"]) == (None, ("meta",), "data")  # the shape only
     assert rule_reads(vjp_rules["mul"]) == (None, ("data", "data"), "data")
     assert rule_reads(vjp_rules["cross_entropy"])[1] == ("data", "data")
+
+
+# -- what a rule reads: its reads= declaration, which the eager engine saves by ----------------
+
+class _UndeclaredRead(Exception):
+    """Not an AttributeError or TypeError, so NumPy's protocol lookups do not swallow it."""
+
+
+class _Unread:
+    """Stands in for an argument a rule's declaration leaves out: any use of it raises."""
+
+    def __init__(self, name):
+        self._name = name
+
+    def __getattr__(self, attr):
+        raise _UndeclaredRead(f"{self._name}.{attr}")
+
+    def _use(self, *args, **kwargs):
+        raise _UndeclaredRead(self._name)
+
+
+for _op in ("array", "array_ufunc", "array_function", "len", "iter", "getitem", "contains",
+            "bool", "float", "int", "index", "eq", "ne", "lt", "le", "gt", "ge", "neg", "pos",
+            "abs", "invert", "add", "radd", "sub", "rsub", "mul", "rmul", "truediv",
+            "rtruediv", "floordiv", "rfloordiv", "mod", "rmod", "pow", "rpow", "matmul",
+            "rmatmul", "and", "rand", "or", "ror", "xor", "rxor"):
+    setattr(_Unread, f"__{_op}__", _Unread._use)
+
+
+def _rule_calls(case, monkeypatch):
+    """The case's rule and each (g, args, params) the eager engine calls it with in a backward,
+    with every argument: the engine runs an undeclared spy in its place."""
+    fn, arrays = CASES[case]
+    prim = _prim(case)
+    rule, calls = vjp_rules[prim], []
+
+    def spy(g, *args, **params):
+        calls.append((g, args, params))
+        return rule(g, *args, **params)
+    monkeypatch.setitem(vjp_rules, prim, spy)
+    xs = leaves(arrays)
+    out = fn(*xs)
+    v = tensor(np.random.default_rng(3).standard_normal(out.shape))
+    grad(out, [x for x in xs if isinstance(x, Tensor)], v)
+    assert calls
+    return rule, calls
+
+
+def _arg_names(rule, n) -> list:
+    """The names of a rule's n arguments after g: out, x, y... or xs[0], xs[1]..."""
+    params = list(inspect.signature(rule).parameters.values())[1:]
+    names = [p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD]
+    rest = next((p.name for p in params if p.kind is p.VAR_POSITIONAL), "?")
+    return (names + [f"{rest}[{k}]" for k in range(n)])[:n]
+
+
+def _stand_ins(rule, args, modes):
+    """args as a node saves them by modes: _Unread where not saved, _Meta where only .shape."""
+    return [_Unread(name) if mode is None
+            else _Meta(a.shape, a.dtype) if mode == "meta" and hasattr(a, "shape") else a
+            for a, name, mode in zip(args, _arg_names(rule, len(args)), modes)]
+
+
+def _same(a, b) -> bool:
+    return len(a) == len(b) and all(
+        x is None if y is None else x is not None and np.array_equal(x, y, equal_nan=True)
+        for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_each_rule_reads_only_what_it_declares(case, monkeypatch):
+    """Sufficient: a rule gives the same cotangents when every argument its declaration leaves
+    out raises on any use and every `.shape` one is a _Meta. Minimal: one step less of any
+    declared argument (its value -> a _Meta, a _Meta -> nothing) breaks it."""
+    rule, calls = _rule_calls(case, monkeypatch)
+    reads = getattr(rule, "reads", None)
+    assert reads is not None, f"{rule.__name__} declares no reads= in formulas.py"
+    for g, args, params in calls:
+        modes = [rule_reads(rule)[0]] + [input_mode(rule, i) for i in range(len(args) - 1)]
+        full, what = rule(g, *args, **params), f"{rule.__name__} (reads={reads!r})"
+        try:
+            declared = rule(g, *_stand_ins(rule, args, modes), **params)
+        except _UndeclaredRead as e:
+            pytest.fail(f"{what} uses {e}, undeclared")
+        except Exception as e:
+            pytest.fail(f"{what} fails on what it declares: {type(e).__name__}: {e}")
+        assert _same(declared, full), f"{what} gives other cotangents on what it declares"
+        for i, (mode, name) in enumerate(zip(modes, _arg_names(rule, len(args)))):
+            if mode is None or (mode == "data" and not hasattr(args[i], "shape")):
+                continue  # a Python scalar is saved as itself, even for .shape
+            less = modes[:i] + ["meta" if mode == "data" else None] + modes[i + 1:]
+            try:
+                with np.errstate(all="ignore"):
+                    works = _same(rule(g, *_stand_ins(rule, args, less), **params), full)
+            except Exception:
+                works = False
+            fewer = f"{name}.shape" if mode == "data" else f"no {name}"
+            assert not works, f"{what} works as well with {fewer}: over-declared"
+
+
+def test_a_variadic_rule_declares_all_its_inputs_at_once():
+    assert rule_reads(vjp_rules["concatenate"]) == (None, (), "meta")  # reads="xs.shape"
+    a, b = tensor(np.ones((2, 1)), requires_grad=True), tensor(np.ones((2, 3)), requires_grad=True)
+    node = lax.concatenate([a, b], 1).grad_fn
+    assert node.saved[0] is None and [type(s) for s in node.saved[1:]] == [_Meta, _Meta]
+    assert [s.shape for s in node.saved[1:]] == [(2, 1), (2, 3)]
+
+
+@pytest.mark.parametrize("reads", ["z", "out x y", "x.dtype", "axis", "g", "x x.shape", "out."])
+def test_a_declaration_names_the_rules_own_arguments_once(reads, monkeypatch):
+    def bad(g, out, x, *, axis=0):
+        return (g,)
+    monkeypatch.setitem(vjp_rules, "exp", vjp_rules["exp"])
+    monkeypatch.setitem(node_names, "exp", node_names["exp"])
+    _vjp("exp", "ExpBackward", reads=reads)(bad)  # restored by monkeypatch
+    assert vjp_rules["exp"] is bad and bad.reads == reads
+    with pytest.raises(ValueError, match=r"bad .*is not one of its arguments \(out, x\)"):
+        rule_reads(bad)
+    with pytest.raises(ValueError, match="is not one of its arguments"):  # at first use
+        lax.exp(tensor([1.0], requires_grad=True))
+
+
+def test_an_undeclared_rule_gets_every_argument(monkeypatch):
+    seen = []
+
+    def mul(g, out, x, y):
+        seen.append((out, x, y))
+        return g * y, g * x
+
+    def add(g, out, x, y):
+        seen.append((out, x, y))
+        return g, g
+    monkeypatch.setitem(vjp_rules, "mul", mul)
+    monkeypatch.setitem(vjp_rules, "add", add)
+    assert rule_reads(mul) == rule_reads(add) == ("data", (), "data")
+    x = tensor([1.0, 2.0], requires_grad=True)
+    y = -x  # NegBackward saves nothing, so y may be updated in place
+    y += 1.0  # rebased on a copy of y's old value, since an undeclared add reads it
+    z = y * 3.0
+    assert [type(s) for s in z.grad_fn.saved] == [SavedTensor, SavedTensor, float]
+    z.sum().backward()
+    np.testing.assert_array_equal(x.grad, [-3.0, -3.0])
+    (z_out, y_seen, three), (y_out, old, one) = seen
+    np.testing.assert_array_equal(z_out, [0.0, -3.0])
+    np.testing.assert_array_equal(old, [-1.0, -2.0])
+    np.testing.assert_array_equal(y_seen, [0.0, -1.0])
+    np.testing.assert_array_equal(y_out, [0.0, -1.0])
+    assert one == 1.0 and three == 3.0
 
 
 def test_non_differentiable_results_have_no_history():

@@ -17,7 +17,8 @@ from fusegrad.ir import (
     parse,
     primitives,
     print_function,
-    shape_rules,
+    PRIMITIVES,
+    Primitive,
     verify,
 )
 
@@ -260,9 +261,14 @@ def test_round_trip(make):
         [(op.prim, op.loc, op.note) for op in fn.ops]
 
 
+# custom_vjp_call's `call` param holds the user's bwd, which no text carries: it prints as
+# <opaque ...> and parse refuses it (tests/test_custom_vjp.py), so no sample can round-trip it.
+NOT_IN_TEXT = {"custom_vjp_call"}
+
+
 def test_samples_cover_every_primitive():
     used = {op.prim for make in ALL_SAMPLES for op in make().ops}
-    assert used == set(shape_rules)
+    assert used == set(PRIMITIVES) - NOT_IN_TEXT
 
 
 def test_parse_restores_hints_params_and_exact_constants():
@@ -338,7 +344,7 @@ def _split_rule(prim, x):
 
 
 def test_multi_output_ops_print_and_parse(monkeypatch):
-    monkeypatch.setitem(shape_rules, "split2", _split_rule)
+    monkeypatch.setitem(PRIMITIVES, "split2", Primitive("split2", "host", _split_rule, None))
     b = Builder("multi")
     x = b.param(T("f64", 4), "x")
     lo, idx = b.add("split2", [x], loc="m.py:1")
@@ -463,7 +469,7 @@ def _any_params_rule(prim, x, **params):
 
 
 def test_every_kind_of_param_literal_round_trips(monkeypatch):
-    monkeypatch.setitem(shape_rules, "tagged", _any_params_rule)
+    monkeypatch.setitem(PRIMITIVES, "tagged", Primitive("tagged", "host", _any_params_rule, None))
     params = {"text": 'a "quoted" # not a comment, ünïcode\n', "none": None, "neg": -7,
               "floats": (1e-300, -0.0, 2.5e16, float("-inf")), "nested": ((1, (2,)), ()),
               "type": T("i64", 2, 0), "flag": False, "big": 2**70, "odd key": 1,
@@ -492,4 +498,4 @@ def test_docs_describe_every_primitive():
     section = doc.split("## Primitives")[1]
     documented = {name for line in section.splitlines() if line.startswith("| `")
                   for name in re.findall(r"`(\w+)`", line.split("|")[1])}
-    assert documented == set(shape_rules)
+    assert documented == set(PRIMITIVES)

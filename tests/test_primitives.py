@@ -1,7 +1,8 @@
 """Every primitive, traced through fusegrad.lax under fg.jit(backend="interp"), equals NumPy.
 
 One row per primitive: a lax call, the inputs, and the NumPy reference. A test checks that the
-rows cover every primitive that has a shape rule, so a new primitive needs a new row here.
+rows cover every primitive of the registry, so a new primitive needs a row here, unless it is a
+float function of fusegrad.numpy's FLOAT_UNARY table: those rows are made from the table.
 """
 
 import math
@@ -10,9 +11,12 @@ import numpy as np
 import pytest
 from scipy import special
 
+from domains import Domains
+
 import fusegrad as fg
 from fusegrad import lax
-from fusegrad.ir import ShapeError, shape_rules
+from fusegrad.ir import PRIMITIVES, ShapeError
+from fusegrad.numpy.elementwise import FLOAT_UNARY
 
 rng = np.random.default_rng(0)
 X = rng.standard_normal((3, 4))
@@ -59,6 +63,14 @@ def _scatter_add_along_ref(idx, g, axis, shape):
 def _softmax(x, axis):
     e = np.exp(x - x.max(axis=axis, keepdims=True))
     return e / e.sum(axis=axis, keepdims=True)
+
+
+@fg.custom_vjp
+def _custom_tanh(x):
+    return lax.tanh(x)
+
+
+_custom_tanh.defvjp(lambda x: (lax.tanh(x), lax.tanh(x)), lambda t, g: (g * (1 - t * t),))
 
 
 # (primitive, lax function, args, NumPy reference)
@@ -141,7 +153,14 @@ CASES = [
      / np.sqrt(x.var((1, 2), keepdims=True) + 1e-5)),
     ("gelu", lambda x: lax.gelu(x, False), (X,),
      lambda x: 0.5 * x * (1 + special.erf(x / math.sqrt(2)))),
+    ("custom_vjp_call", _custom_tanh, (X,), np.tanh),
 ]
+
+# The NumPy dispatch table's one-primitive float functions (fusegrad.numpy's FLOAT_UNARY) get a
+# row each, with NumPy's own ufunc as the reference and inputs from the registry's domain.
+_domains = Domains(seed=5, margin=0.2)
+CASES += [(prim, getattr(lax, prim), (_domains.sample(PRIMITIVES[prim].domain[0], 3, 4),), ufunc)
+          for ufunc, prim in FLOAT_UNARY.items() if prim not in {c[0] for c in CASES}]
 
 
 def _pad_ref(x, low, high, interior):
@@ -176,7 +195,7 @@ def test_primitive_matches_numpy(name, f, args, ref):
 
 def test_every_primitive_has_a_case():
     covered = {name for name, *_ in CASES}
-    assert covered == set(shape_rules), set(shape_rules) ^ covered
+    assert covered == set(PRIMITIVES), set(PRIMITIVES) ^ covered
 
 
 TRACED = [c for c in CASES if c[0] not in ("full", "iota", "constant")]

@@ -1,5 +1,6 @@
 """The numba backend: fused loop kernels emitted as Python source, compiled by Numba, cached
-on disk. `compile_numba(fn)` turns a traced Function into an Executable.
+on disk. `compile_numba(fn)` turns an optimized Function into an Executable (the caller,
+api.compile_function, runs the pass pipeline; codegen never does).
 
 Reproducibility: on one machine results are bit-identical from run to run and for any thread
 count. Parallel kernels split their work into fixed-size chunks (or rows) whose partial

@@ -33,8 +33,9 @@ import numpy as np
 from ..ir.core import Function
 from ..passes.fusion import fuse
 from ..passes.memory import plan_memory
-from ..runtime.interpreter import apply
+from ..ir.evaluate import apply
 from ..runtime.signature import log_compile
+from .. import version
 from . import blas, pool, straight
 from .emit import ModuleSource
 
@@ -75,10 +76,9 @@ def cache_dir() -> Path:
 
 def versions() -> str:
     """Everything besides the text that decides the compiled code, as one header line."""
-    import fusegrad
     helpers = [(_HERE / name) for name in ("support.py", "mathlib.py", "blas.py", "pool.py")]
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in helpers if p.exists()))
-    return (f"fusegrad {fusegrad.__version__}, numba {numba.__version__}, numpy {np.__version__},"
+    return (f"fusegrad {version.__version__}, numba {numba.__version__}, numpy {np.__version__},"
             f" python {sys.version.split()[0]}, helpers {digest.hexdigest()[:16]},"
             f" blas {blas.DESCRIPTION}, pool {pool.DESCRIPTION}")
 
@@ -100,13 +100,12 @@ class Executable:
         params = set(self.ir.params)
         values = [v for op in self.ir.ops for v in op.outputs if v not in params]
         probe = Function(f"{self.ir.name}_values", self.ir.params, self.ir.ops, values)
-        return dict(zip(values, compile_numba(probe, optimized=True)(leaves)))
+        return dict(zip(values, compile_numba(probe)(leaves)))
 
 
-def compile_numba(fn, parallel: bool | None = None, optimized: bool = False) -> Executable:
-    """Optimize fn (unless `optimized`), fuse it and compile the result with Numba."""
-    from ..passes.pipeline import optimize
-    ir = fn if optimized else optimize(fn)
+def compile_numba(ir: Function, parallel: bool | None = None) -> Executable:
+    """Fuse an optimized Function (passes.pipeline.optimize: api.compile_function runs it) and
+    compile the result with Numba."""
     if straight.supports(ir):
         try:
             return _compile_straight(ir)

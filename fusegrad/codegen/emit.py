@@ -20,7 +20,7 @@ import numpy as np
 
 from ..ir.printer import format_literal
 from ..ir.printer import value_names as printed_names
-from ..passes.fusion import CONST, INLINE, PARAM, Kernel, Step, is_view
+from ..passes.schedule import CONST, INLINE, PARAM, Kernel, Step, is_view
 from . import pool
 from .kernel import KernelSource
 from .templates import MATH_FUNCS, POISON_FILL, literal, mathlib_funcs, new_buffer, poison_on

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import struct
 import threading
 
 import numpy as np
 
+from ..ir.primitives import PRIMITIVES
 from .templates import poison_on
 
 # Functions at least this long take this path; shorter ones stay with Numba, whose disk cache
@@ -32,16 +34,13 @@ MIN_OPS = int(os.environ.get("FUSEGRAD_STRAIGHT_MIN_OPS", "400"))
 
 BLOCK = 256
 
-_BINARY = {"add": "fadd", "sub": "fsub", "mul": "fmul", "div": "fdiv"}
-_COMPARE = {"lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge", "eq": "oeq", "ne": "une"}
-_INTRINSIC = {"sin": "llvm.sin.f64", "cos": "llvm.cos.f64", "exp": "llvm.exp.f64",
-              "log": "llvm.log.f64", "sqrt": "llvm.sqrt.f64", "abs": "llvm.fabs.f64",
-              "tanh": "tanh", "log1p": "log1p", "expm1": "expm1", "erf": "erf",
-              "floor": "llvm.floor.f64", "ceil": "llvm.ceil.f64", "round": "llvm.rint.f64",
-              "trunc": "llvm.trunc.f64"}
-_LOGICAL = {"and": "and", "or": "or"}
-_SUPPORTED = {*_BINARY, *_COMPARE, *_INTRINSIC, *_LOGICAL, "neg", "pow", "maximum", "minimum",
-              "select", "full", "not", "convert", "sign", "rsqrt", "fmod", "remainder"}
+# The registry's straight-line forms (`llvm` of each entry in ir/elementwise.py): one instruction
+# or a few lines ending in `{out} = ...`. select, full and convert depend on dtypes and params and
+# are written here.
+_FORMS = {p.name: p.llvm for p in PRIMITIVES.values() if p.llvm is not None}
+_BOOL_OUT = {name for name, form in _FORMS.items() if str(form).startswith("fcmp")}
+_BOOL_IN = {"and", "or", "not"}
+_SUPPORTED = {*_FORMS, "select", "full", "convert"}
 
 _LOCK = threading.Lock()
 _ENGINES: list = []         # compiled modules stay alive as long as the process
@@ -63,9 +62,9 @@ def _typed(op) -> bool:
         return out in ("f64", "bool")
     if prim == "select":
         return ins[0] == "bool" and ins[1] == ins[2] == out and out in ("f64", "bool")
-    if prim in _COMPARE:
+    if prim in _BOOL_OUT:
         return out == "bool" and all(d == "f64" for d in ins)
-    if prim in _LOGICAL or prim == "not":
+    if prim in _BOOL_IN:
         return out == "bool" and all(d == "bool" for d in ins)
     return prim in _SUPPORTED and out == "f64" and all(d == "f64" for d in ins)
 
@@ -99,76 +98,43 @@ def source(fn) -> str:
         lines.append(f"  %o{i} = getelementptr double, {ptr} %out, i64 {i}")
         lines.append(f"  store double {value}, {ptr} %o{i}")
     params = ", ".join(f"double %p{i}" for i in range(len(fn.params)))
-    decls = [f"declare double @{f}(double)" for f in sorted(set(_INTRINSIC.values()))]
-    decls += [f"declare double @llvm.{f}.f64(double, double)" for f in ("pow", "copysign")]
+    decls = _declarations()
     head = f"define void @entry({params}{', ' if params else ''}{ptr} %out) {{"
     return "\n".join([*decls, head, *lines, "  ret void", "}", ""])
 
 
+def _declarations() -> list:
+    """One `declare` per function the forms call, with its arity."""
+    calls = {}
+    for form in _FORMS.values():
+        for line in (form,) if isinstance(form, str) else form:
+            for fname, args in re.findall(r"call double @([\w.]+)\(([^)]*)\)", line):
+                calls[fname] = args.count("double")
+    return [f"declare double @{f}({', '.join(['double'] * n)})" for f, n in sorted(calls.items())]
+
+
 def _lines(op, name, a) -> list:
-    if op.prim in ("maximum", "minimum"):
-        # the first operand if it wins or is nan, else the second (as NumPy and templates.py)
-        cmp = "oge" if op.prim == "maximum" else "ole"
-        return [f"  {name}.w = fcmp {cmp} double {a[0]}, {a[1]}",
-                f"  {name}.n = fcmp uno double {a[0]}, {a[0]}",
-                f"  {name}.c = or i1 {name}.w, {name}.n",
-                f"  {name} = select i1 {name}.c, double {a[0]}, double {a[1]}"]
-    if op.prim == "sign":       # 1, -1, or x itself for zeros and nan
-        return [f"  {name}.p = fcmp ogt double {a[0]}, 0.0",
-                f"  {name}.m = fcmp olt double {a[0]}, 0.0",
-                f"  {name}.s = select i1 {name}.m, double -1.0, double {a[0]}",
-                f"  {name} = select i1 {name}.p, double 1.0, double {name}.s"]
-    if op.prim == "remainder":
-        return _remainder(name, a[0], a[1])
-    if op.prim == "rsqrt":
-        return [f"  {name}.r = call double @llvm.sqrt.f64(double {a[0]})",
-                f"  {name} = fdiv double 1.0, {name}.r"]
-    return [f"  {name} = {_instruction(op, a)}"]
-
-
-def _remainder(name, x, y) -> list:
-    """NumPy's npy_remainder: fmod moved to the divisor's sign; a zero takes y's sign."""
-    return [f"  {name}.m = frem double {x}, {y}",
-            f"  {name}.nz = fcmp une double {name}.m, 0.0",       # nonzero, or nan
-            f"  {name}.yn = fcmp olt double {y}, 0.0",
-            f"  {name}.mn = fcmp olt double {name}.m, 0.0",
-            f"  {name}.d = xor i1 {name}.yn, {name}.mn",
-            f"  {name}.f = and i1 {name}.nz, {name}.d",
-            f"  {name}.s = fadd double {name}.m, {y}",
-            f"  {name}.r = select i1 {name}.f, double {name}.s, double {name}.m",
-            f"  {name}.z = call double @llvm.copysign.f64(double 0.0, double {y})",
-            f"  {name} = select i1 {name}.nz, double {name}.r, double {name}.z"]
+    form = _FORMS.get(op.prim)
+    if form is None:
+        return [f"  {name} = {_instruction(op, a)}"]
+    if isinstance(form, str):
+        return [f"  {name} = {form.format(*a)}"]
+    return ["  " + line.format(*a, out=name) for line in form]
 
 
 def _instruction(op, a) -> str:
-    prim = op.prim
-    if prim in _BINARY:
-        return f"{_BINARY[prim]} double {a[0]}, {a[1]}"
-    if prim == "neg":
-        return f"fneg double {a[0]}"
-    if prim in _INTRINSIC:
-        return f"call double @{_INTRINSIC[prim]}(double {a[0]})"
-    if prim == "pow":
-        return f"call double @llvm.pow.f64(double {a[0]}, double {a[1]})"
-    if prim == "fmod":
-        return f"frem double {a[0]}, {a[1]}"
-    if prim in _COMPARE:
-        return f"fcmp {_COMPARE[prim]} double {a[0]}, {a[1]}"
-    if prim in _LOGICAL:
-        return f"{_LOGICAL[prim]} i1 {a[0]}, {a[1]}"
-    if prim == "not":
-        return f"xor i1 {a[0]}, true"
-    if prim == "select":
+    """The forms that depend on dtypes or params."""
+    if op.prim == "select":
         ty = "i1" if op.out.dtype == "bool" else "double"
         return f"select i1 {a[0]}, {ty} {a[1]}, {ty} {a[2]}"
-    if prim == "full":
+    if op.prim == "full":
         value = op.params["value"]
         if op.out.dtype == "bool":
             return f"or i1 {'true' if value else 'false'}, false"
         return f"fadd double {_double(value)}, {_double(-0.0)}"     # x + -0.0 is x, exactly
-    if prim == "convert":
+    if op.prim == "convert":
         return f"fadd double {a[0]}, {_double(-0.0)}"
-    raise NotImplementedError(prim)
+    raise NotImplementedError(op.prim)
 
 
 def compile_straight(fn):

@@ -1,12 +1,11 @@
-"""Scalar code templates: one Python expression per primitive and dtype, as in tinygrad's
-renderer. Kernels are loops whose bodies are these expressions, one line per IR value.
+"""Rendering scalar code: one Python expression per elementwise op, as in tinygrad's renderer.
+Kernels are loops whose bodies are these expressions, one line per IR value.
 
-`{0}`, `{1}`, ... are the operands (names, loads or literals, so repeating one is free);
-`{zero}`, `{one}`, `{minus_one}` are constants of the operand dtype. A template is a string or a
-dict keyed by dtype ("f" for both floats). float32 constants are written `np.float32(...)` so
-nothing widens to float64. Semantics follow runtime/interpreter.py exactly: integer div is floor
-division, maximum/minimum propagate nan, logistic is the stable form, and `and`/`or`/`not` on
-i64 are logical (0 or 1), as NumPy's logical ufuncs cast back to i64.
+The templates themselves are the registry's (`numba` and `libm` of each entry in
+ir/elementwise.py, beside the NumPy implementation they match bit for bit). `{0}`, `{1}`, ...
+are the operands (names, loads or literals, so repeating one is free); `{zero}`, `{one}`,
+`{minus_one}` are constants of the operand dtype. float32 constants are written
+`np.float32(...)` so nothing widens to float64.
 
 The transcendental functions come from codegen/mathlib.py (branch-free, so loops vectorize)
 when USE_MATHLIB is on and the module imports; else from `math`. That is the one switch. A
@@ -21,38 +20,16 @@ import os
 
 import numpy as np
 
-MATH_FUNCS = ("exp", "expm1", "log", "log1p", "tanh", "logistic", "erf", "sin", "cos")
+from ..ir.primitives import PRIMITIVES
+
 USE_MATHLIB = os.environ.get("FUSEGRAD_MATHLIB", "1") != "0"
 MATHLIB_MAX_CALLS = 24
 
-TEMPLATES: dict = {
-    "add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "neg": "(-{0})",
-    "div": {"f": "({0} / {1})", "i64": "({0} // {1})"},
-    "pow": {"f": "({0} ** {1})", "i64": "ipow({0}, {1})"},
-    "maximum": "({0} if {0} >= {1} or {0} != {0} else {1})",
-    "minimum": "({0} if {0} <= {1} or {0} != {0} else {1})",
-    "abs": "abs({0})",
-    "sign": {"f": "({one} if {0} > {zero} else ({minus_one} if {0} < {zero} else {0}))",
-             "i64": "({one} if {0} > {zero} else ({minus_one} if {0} < {zero} else {zero}))"},
-    "sqrt": "np.sqrt({0})", "rsqrt": "({one} / np.sqrt({0}))",
-    "lt": "({0} < {1})", "le": "({0} <= {1})", "gt": "({0} > {1})", "ge": "({0} >= {1})",
-    "eq": "({0} == {1})", "ne": "({0} != {1})",
-    "and": {"bool": "({0} & {1})", "i64": "np.int64(({0} != 0) & ({1} != 0))"},
-    "or": {"bool": "({0} | {1})", "i64": "np.int64(({0} != 0) | ({1} != 0))"},
-    "not": {"bool": "(not {0})", "i64": "np.int64({0} == 0)"},
-    "select": "({1} if {0} else {2})",
-    # NumPy's bits: np.floor & co. are LLVM's rounding intrinsics; Numba's float % is CPython's
-    # (the sign of the divisor, a signed zero copied from it, nan for x % 0 under the numpy
-    # error model), where its np.remainder loses the zero's sign. Integer x % 0 is 0, as NumPy;
-    # integer fmod is built on % (np.fmod would trap on x % 0 and on INT64_MIN % -1).
-    "floor": "np.floor({0})", "ceil": "np.ceil({0})", "round": "np.rint({0})",
-    "trunc": "np.trunc({0})", "remainder": "({0} % {1})",
-    "fmod": {"f": "np.fmod({0}, {1})",
-             "i64": "({0} % {1} - ({1} if {0} % {1} != 0 and ({0} < 0) != ({1} < 0) else 0))"},
-}
-MATH_FALLBACK = {"exp": "math.exp", "expm1": "math.expm1", "log": "math.log",
-                 "log1p": "math.log1p", "tanh": "math.tanh", "erf": "math.erf",
-                 "sin": "math.sin", "cos": "math.cos", "logistic": "stable_logistic_{dtype}"}
+# The registry's scalar forms: a template per elementwise primitive, or a libm call for the
+# transcendental ones (which mathlib may replace with an inlined, vectorizable version).
+TEMPLATES = {p.name: p.numba for p in PRIMITIVES.values() if p.numba is not None}
+MATH_FALLBACK = {p.name: p.libm for p in PRIMITIVES.values() if p.libm is not None}
+MATH_FUNCS = tuple(MATH_FALLBACK)
 CONVERT = {"f64": "np.float64({0})", "f32": "np.float32({0})", "i64": "np.int64({0})",
            "bool": "({0} != {zero})"}
 

@@ -3,7 +3,8 @@
 A Function is immutable: passes build new ones with a Builder. Values are compared by identity;
 their printed names (%0, %x) are assigned by the printer, never stored. An Op carries the user's
 source location (`file.py:12`) and an optional note (the provenance of a VJP op), both printed
-as a trailing comment.
+as a trailing comment. Value and Op are defined in values.py: the printer and dot.py, which a
+Function calls (lazily) for `str(fn)` and `fn.to_dot()`, import them from there, not from here.
 """
 
 from __future__ import annotations
@@ -12,47 +13,9 @@ from typing import Iterable, Sequence
 
 from .primitives import ShapeError, infer_types
 from .types import TensorType
+from .values import Op, Value
 
-
-class Value:
-    __slots__ = ("type", "hint", "__weakref__")
-
-    def __init__(self, type: TensorType, hint: str | None = None):
-        self.type = type
-        self.hint = hint
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.type.shape
-
-    @property
-    def dtype(self) -> str:
-        return self.type.dtype
-
-    def __repr__(self) -> str:
-        return f"<Value {self.hint or hex(id(self))}: {self.type}>"
-
-
-class Op:
-    __slots__ = ("prim", "inputs", "params", "outputs", "loc", "note")
-
-    def __init__(self, prim: str, inputs: Sequence[Value], params: dict,
-                 outputs: Sequence[Value], loc: str | None = None, note: str | None = None):
-        self.prim = prim
-        self.inputs = tuple(inputs)
-        self.params = params
-        self.outputs = tuple(outputs)
-        self.loc = loc
-        self.note = note
-
-    @property
-    def out(self) -> Value:
-        """The single output of a single-output op."""
-        (out,) = self.outputs
-        return out
-
-    def __repr__(self) -> str:
-        return f"<Op {self.prim} {self.params} at {self.loc}>"
+__all__ = ["Builder", "Function", "Op", "Value"]
 
 
 class Function:

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .core import Function, Op, Value
 from .printer import describe_op, format_literal, value_names
+from .values import Op, Value
+
+if TYPE_CHECKING:
+    from .core import Function
 
 FORMATS = ("svg", "png", "pdf")
 MAX_PARAM_TEXT = 40

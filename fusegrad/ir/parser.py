@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .core import Builder, Function, Value
-from .primitives import shape_rules
+from .primitives import PRIMITIVES
 from .types import NP_DTYPES, TensorType
 from .verify import rule_error
 
@@ -204,7 +204,7 @@ def _op(line: _Line, state: _State):
         names = line.separated(lambda: line.expect_kind("value", "a %value").text)
         line.expect("=")
     prim = line.expect_kind("ident", "a primitive name").text
-    if prim not in shape_rules:
+    if prim not in PRIMITIVES:
         line.error(f"unknown primitive {prim!r}")
     inputs = line.separated(lambda: state.lookup(line)) if line.peek().kind == "value" else []
     params = _params(line) if line.accept("{") else {}

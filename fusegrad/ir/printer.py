@@ -17,11 +17,15 @@ from __future__ import annotations
 import json
 import math
 import re
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .core import Function, Op, Value
 from .types import NP_DTYPES, TensorType, dtype_name
+from .values import Op, Value
+
+if TYPE_CHECKING:
+    from .core import Function
 
 NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
 AUTO_PARAM_RE = re.compile(r"arg(\d+)\Z")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 from .core import Function, Op, Value
-from .primitives import infer_types, shape_rules
+from .primitives import PRIMITIVES, infer_types
 from .printer import describe_op, value_names
 from .types import TensorType
 
@@ -75,7 +75,7 @@ def _op_problems(op: Op, names, defined: dict, defined_by_op: set):
             yield f"an output is not a Value but {type(v).__name__}"
         elif v in defined:
             yield f"defines {names[v]} again (it is already defined {defined[v]})"
-    if op.prim not in shape_rules:
+    if op.prim not in PRIMITIVES:
         yield f"unknown primitive {op.prim!r}"
     elif values_ok:
         yield from _type_problems(op, names)

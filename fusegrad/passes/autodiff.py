@@ -124,7 +124,8 @@ def _backward(ctx, fn, active, seeds, names) -> dict:
             ctx.fixed_loc = saved_loc
         note = f"vjp[{op.prim}] of {names[op.outputs[0]]}"
         for new in ctx.builder.ops[start:]:
-            new.loc, new.note = op.loc, note
+            if new.note is None:    # a custom_vjp's bwd notes its ops and keeps their lines
+                new.loc, new.note = op.loc, note
     return cts
 
 

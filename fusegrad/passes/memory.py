@@ -10,7 +10,7 @@ steps), since segments are separate compiled functions.
 
 from __future__ import annotations
 
-from .fusion import Fusion, Kernel, Step
+from .schedule import Fusion, Kernel, Step
 
 FRESH = None
 

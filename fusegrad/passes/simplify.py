@@ -20,7 +20,7 @@ import numpy as np
 from ..ir.core import Builder, Function, Op, Value
 from ..ir.primitives import ELEMENTWISE, infer_types
 from ..ir.types import dtype_name
-from ..runtime.interpreter import apply
+from ..ir.evaluate import apply
 
 SMALL = 64            # fold into a `constant` only results this small (uniform ones become `full`)
 MATERIALIZE = 1 << 16  # evaluate non-uniform constant operands only up to this many elements

@@ -1,8 +1,11 @@
 """Sinking: after fusion, move elementwise ops into the one later kernel that reads them.
 
-A separate step over the fuser's result (`fusion._Fuser`), run by `fusion.fuse` before the
+A separate step over the fuser's placement (`fusion._Fuser`), run by `fusion.fuse` before the
 kernels are finalized: placement is greedy and puts an op in the first kernel it fits, which
-for a value used only by a later kernel means a buffer written, then read back.
+for a value used only by a later kernel means a buffer written, then read back. It reads the
+placement through the fuser's state (`fn`, `nodes`, `kind`, `node`, `producer`, `role`, `mat`,
+`order`, `find`, `home`) and the schedule's names (schedule.py); it imports nothing from
+fusion.py, which imports it.
 """
 
 from __future__ import annotations
@@ -10,12 +13,17 @@ from __future__ import annotations
 import heapq
 import itertools
 
+from typing import TYPE_CHECKING
+
 from ..ir.core import Op, Value
 from ..ir.primitives import ELEMENTWISE
-from . import fusion as F      # fusion imports this module: names are read at run time
+from .schedule import INLINE, MAX_KERNEL_OPS, NODE, PARAM, Kernel
+
+if TYPE_CHECKING:
+    from .fusion import _Fuser
 
 
-def sink(fuser: F._Fuser) -> None:
+def sink(fuser: _Fuser) -> None:
     """Move elementwise ops into the one later kernel that reads their values.
 
     A kernel that computes `1 - h*h` from its `h` and stores it for a later kernel of the
@@ -32,20 +40,20 @@ def sink(fuser: F._Fuser) -> None:
             users.setdefault(v, []).append(op)
 
     def kernel_of(op):
-        k = fuser.node.get(op.out) if fuser.kind.get(op.out) == F.NODE else None
-        return fuser.find(k) if isinstance(k, F.Kernel) else None
+        k = fuser.node.get(op.out) if fuser.kind.get(op.out) == NODE else None
+        return fuser.find(k) if isinstance(k, Kernel) else None
 
     def in_memory(u, home):
         return u in results or any(kernel_of(o) is not home for o in users.get(u, ()))
 
-    for kc in [n for n in fuser.nodes if isinstance(n, F.Kernel)]:
+    for kc in [n for n in fuser.nodes if isinstance(n, Kernel)]:
         if kc.parent is not None:
             continue
         work = [v for op in kc.ops for v in op.inputs]
         while work:
             v = work.pop()
             k = fuser.home(v)
-            if not isinstance(k, F.Kernel) or k is kc or k.domain != kc.domain:
+            if not isinstance(k, Kernel) or k is kc or k.domain != kc.domain:
                 continue
             group = _sinkable(fuser, v, k, kc, users, results, kernel_of, in_memory)
             if group is None:
@@ -70,7 +78,7 @@ def _sinkable(fuser, v, k, kc, users, results, kernel_of, in_memory):
     while heap:
         _, _, u = heapq.heappop(heap)
         op = fuser.producer.get(u)
-        if fuser.kind[u] == F.NODE and fuser.home(u) is k and u not in results and \
+        if fuser.kind[u] == NODE and fuser.home(u) is k and u not in results and \
                 fuser.role.get(op) == "full" and op.prim in ELEMENTWISE and \
                 all(o in members or o in group for o in users.get(u, ())):
             group.add(op)
@@ -79,16 +87,16 @@ def _sinkable(fuser, v, k, kc, users, results, kernel_of, in_memory):
                     seen.add(w)
                     heapq.heappush(heap, (-fuser.order.get(fuser.producer.get(w), -1), next(tie),
                                           w))
-        elif fuser.kind[u] == F.NODE and fuser.home(u) is k and not in_memory(u, k):
+        elif fuser.kind[u] == NODE and fuser.home(u) is k and not in_memory(u, k):
             return None                     # a register of k: kc could not read it
         else:
             leaves |= _memory_leaves(fuser, u)
-    if not group or len(kc.ops) + len(group) > F.MAX_KERNEL_OPS or any(
-            fuser.kind[u] == F.NODE and fuser.home(u) is k and not in_memory(u, k)
+    if not group or len(kc.ops) + len(group) > MAX_KERNEL_OPS or any(
+            fuser.kind[u] == NODE and fuser.home(u) is k and not in_memory(u, k)
             for u in leaves):       # read through an index map, but only in a register
         return None
     read_before = set().union(*(_memory_leaves(fuser, w) for op in kc.ops for w in op.inputs
-                                if fuser.kind[w] != F.NODE or fuser.home(w) is not kc))
+                                if fuser.kind[w] != NODE or fuser.home(w) is not kc))
     dropped = {op.out for op in group} & read_before
     return sorted(group, key=fuser.order.__getitem__) \
         if len(leaves - read_before) <= len(dropped) else None
@@ -97,8 +105,8 @@ def _sinkable(fuser, v, k, kc, users, results, kernel_of, in_memory):
 def _memory_leaves(fuser, u) -> set:
     """The buffers (params and node values) a kernel reads to read u."""
     kind = fuser.kind[u]
-    if kind in (F.NODE, F.PARAM):
+    if kind in (NODE, PARAM):
         return {u}
-    if kind == F.INLINE and u not in fuser.mat:
+    if kind == INLINE and u not in fuser.mat:
         return set().union(*(_memory_leaves(fuser, w) for w in fuser.producer[u].inputs))
     return set()

@@ -23,10 +23,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..formulas import unbroadcast_and_cast
-from . import hooks
+from . import engine_entry, hooks
 from .grad_mode import set_grad_enabled
-from .graph import AccumulateGrad, SavedTensor
-from .tensor import Tensor, _wrap, gradient_edge
+from .graph import AccumulateGrad, SavedTensor, gradient_edge
+from .tensor import Tensor, _wrap
 
 
 class GradientShapeError(RuntimeError, ValueError):
@@ -48,6 +48,9 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False) 
     roots, seeds = _roots_and_seeds(tensors, grad_tensors, create_graph)
     retain = create_graph if retain_graph is None else retain_graph
     _run(roots, seeds, retain, create_graph)
+
+
+engine_entry.install(backward)     # Tensor.backward runs it from there (see engine_entry.py)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,

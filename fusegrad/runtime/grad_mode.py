@@ -18,23 +18,6 @@ class _State(threading.local):
 
 _state = _State()
 
-# How many traces and eager transforms are under way, in all threads together. A jitted call
-# reads this one int (a few ns) and looks at its own thread's state only when it is nonzero.
-busy = [0]
-_busy_lock = threading.Lock()
-
-
-def add_busy(n: int) -> None:
-    with _busy_lock:
-        busy[0] += n
-
-
-class _EagerTransforms(threading.local):
-    depth = 0       # eager grad/vjp evaluations under way in this thread (see transforms.py)
-
-
-eager_transforms = _EagerTransforms()
-
 
 def is_grad_enabled() -> bool:
     """Whether operations on eager tensors record history in this thread."""

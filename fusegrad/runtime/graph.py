@@ -10,19 +10,23 @@ it frees the graph by reference counting. There are no reference cycles (a node 
 own output tensor, only the output's array) and no `__del__`, so a chain of any length is freed
 without recursion in Python code (CPython's trashcan bounds the C-level deallocation depth).
 
-The engine saves only what a rule reads. `rule_reads` looks at the rule's bytecode once: an
-argument the rule never loads is not saved; one it only uses as `x.shape` / `x.dtype` is saved as
-a _Meta (so SumBackward keeps the input shape, not the input); anything else is saved in full.
+The engine saves only what a rule reads, as the rule declares it on registration in formulas.py
+(`@_vjp("reduce_sum", "SumBackward", reads="x.shape")`, stored as `rule.reads`): an argument
+the declaration leaves out is not saved; one declared as `x.shape` is saved as a _Meta (so
+SumBackward keeps the input's shape and dtype, not the input); one named bare is saved in full.
+`rule_reads` maps the declared names to argument positions once per rule. A rule without a
+declaration (one a test puts in vjp_rules) gets every argument.
 """
 
 from __future__ import annotations
 
-import dis
+import inspect
 import threading
 import weakref
 
-_META_ATTRS = frozenset(("shape", "dtype", "ndim"))
 _reads_cache: dict = {}
+_SAVE_ALL = ("data", (), "data")
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
 
 class _Meta:
@@ -39,40 +43,51 @@ class _Meta:
 
 
 def rule_reads(rule) -> tuple:
-    """(out_mode, input_modes, rest_mode): how a rule reads `out` and each input.
+    """(out_mode, input_modes, rest_mode): what the engine saves of `out` and of each input.
 
-    A mode is None (never loaded), "meta" (only `.shape` / `.dtype` / `.ndim`) or "data".
-    Inputs past `input_modes` (a rule taking *inputs) use rest_mode, always "data". Cached per
-    function object, so monkeypatching a rule in vjp_rules is picked up.
+    A mode is None (not saved: the rule does not read it), "meta" (a _Meta: shape, dtype, ndim)
+    or "data" (the value). Inputs past `input_modes` (a rule taking *xs) use rest_mode. From the
+    rule's declaration `rule.reads`; a rule without one saves everything. Cached per function
+    object, so monkeypatching a rule in vjp_rules is picked up.
     """
     cached = _reads_cache.get(rule)
-    if cached is not None:
-        return cached
+    if cached is None:
+        declared = getattr(rule, "reads", None)
+        cached = _SAVE_ALL if declared is None else _resolve(rule, declared)
+        _reads_cache[rule] = cached
+    return cached
+
+
+def input_mode(rule, i: int):
+    """rule_reads' mode for input i (0 is the first input after `out`)."""
+    _, modes, rest = rule_reads(rule)
+    return modes[i] if i < len(modes) else rest
+
+
+def _resolve(rule, declared: str) -> tuple:
+    """A declaration ("out x.shape", names of the rule's own arguments) as rule_reads' modes."""
+    params = list(inspect.signature(rule).parameters.values())[1:]  # g is always passed
+    positional = [p.name for p in params if p.kind in _POSITIONAL]
+    rest = next((p.name for p in params if p.kind is p.VAR_POSITIONAL), None)
+    modes = dict.fromkeys(positional + [rest] if rest else positional)
+    if not positional:
+        raise TypeError(f"VJP rule {_rule_name(rule)} must take (g, out, *inputs, **params)")
+    for token in declared.split():
+        name, dot, attr = token.partition(".")
+        if name not in modes or (dot and attr != "shape") or modes[name] is not None:
+            raise ValueError(
+                f"VJP rule {_rule_name(rule)} declares reads={declared!r}: {token!r} is not "
+                f"one of its arguments ({', '.join(modes)}), once, bare or with .shape (g and "
+                f"the keyword params are always passed)")
+        modes[name] = "meta" if dot else "data"
+    return (modes[positional[0]], tuple(modes[n] for n in positional[1:]),
+            modes[rest] if rest else "data")
+
+
+def _rule_name(rule) -> str:
     code = getattr(rule, "__code__", None)
-    if code is None or code.co_argcount < 2:  # not a plain function: save everything
-        result = ("data", (), "data")
-    else:
-        names = code.co_varnames[1:code.co_argcount]  # (out, *inputs); g is always needed
-        modes = _modes(list(dis.get_instructions(rule)), dict.fromkeys(names))
-        result = (modes[names[0]], tuple(modes[n] for n in names[1:]), "data")
-    _reads_cache[rule] = result
-    return result
-
-
-def _modes(instructions, modes: dict) -> dict:
-    """Conservative: any instruction naming an argument, other than a store, reads its data,
-    except a plain local load followed by `.shape` / `.dtype` / `.ndim`."""
-    for ins, follow in zip(instructions, instructions[1:] + [None]):
-        if ins.opname.startswith(("STORE", "DELETE")):
-            continue
-        names = ins.argval if isinstance(ins.argval, tuple) else (ins.argval,)
-        meta_only = (len(names) == 1 and ins.opname in ("LOAD_FAST", "LOAD_FAST_BORROW")
-                     and follow is not None and follow.opname == "LOAD_ATTR"
-                     and follow.argval in _META_ATTRS)
-        for name in names:
-            if isinstance(name, str) and name in modes:
-                modes[name] = "meta" if meta_only and modes[name] != "data" else "data"
-    return modes
+    where = f" ({code.co_filename}:{code.co_firstlineno})" if code is not None else ""
+    return getattr(rule, "__qualname__", repr(rule)) + where
 
 
 def _version_error(expected, version) -> RuntimeError:

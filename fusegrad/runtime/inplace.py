@@ -22,7 +22,7 @@ import numpy as np
 from ..formulas import vjp_rules
 from ..tracer.location import user_location
 from .grad_mode import _state as _grad_state
-from .graph import rule_reads
+from .graph import input_mode
 
 # kind -> (the primitive recorded under grad mode, the NumPy ufunc that writes otherwise)
 _KINDS = {
@@ -97,7 +97,7 @@ class InplaceMethods:
         old.grad_fn, old._requires_grad = self.grad_fn, self._requires_grad
         args, at = ((True, source, old), 2) if prim == "select" else ((old, source), 0)
         rule = vjp_rules.get(prim)
-        if rule is not None and rule_reads(rule)[1][at] == "data":
+        if rule is not None and input_mode(rule, at) == "data":
             old.data, old._version = self.data.copy(), None     # the write would clobber it
         new = type(self)._fg_bind(prim, args, {})
         if new.shape != self.shape:

@@ -24,12 +24,13 @@ import numpy as np
 from ..formulas import node_names, vjp_rules
 from ..ir.types import NP_DTYPES, dtype_name
 from ..methods import ArrayMethods
+from ..numpy.elementwise import FLOAT_UNARY
 from ..tracer.location import user_location
 from . import hooks
 from .grad_mode import _state as _grad_state
 from .graph import Node, SavedTensor, _Meta, gradient_edge, rule_reads
 from .inplace import InplaceMethods
-from .interpreter import apply
+from ..ir.evaluate import apply
 
 _VIEW_PRIMS = frozenset(("reshape", "transpose", "slice", "broadcast_in_dim"))
 _NO_INPUT = (None, None, None)
@@ -302,7 +303,7 @@ class Tensor(InplaceMethods, ArrayMethods):
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False) -> None:
         """Accumulate d(self)/d(leaf) into every leaf's `.grad` (see engine.backward)."""
-        from .engine import backward
+        from .engine_entry import backward     # engine.py installs it: engine imports us
         backward(self, gradient, retain_graph, create_graph)
 
 
@@ -338,10 +339,7 @@ def _fast_operand(x) -> bool:
 
 # NumPy ufuncs that fusegrad.numpy maps to one primitive on a float operand (see
 # fusegrad.numpy.HANDLED_UFUNCS); tests check that the two agree.
-_FLOAT_UNARY_UFUNCS = {
-    np.exp: "exp", np.log: "log", np.log1p: "log1p", np.expm1: "expm1", np.sqrt: "sqrt",
-    np.sin: "sin", np.cos: "cos", np.tanh: "tanh", np.negative: "neg", np.absolute: "abs",
-}
+_FLOAT_UNARY_UFUNCS = {**FLOAT_UNARY, np.negative: "neg", np.absolute: "abs"}
 
 
 def _to_array(data, dtype) -> np.ndarray:

@@ -15,12 +15,13 @@ import threading
 import numpy as np
 
 from .. import dispatch
+from ..conversion import ConcretizationError, conversion_error, storing
 from ..dispatch import level
 from ..ir.core import Builder, Function, Value
 from ..ir.primitives import ELEMENTWISE, UNARY_FLOAT, ShapeError
 from ..ir.types import TensorType, dtype_name
 from ..methods import ArrayMethods
-from ..runtime.grad_mode import add_busy
+from ..state import add_busy
 from ..tree import flatten
 from .location import user_location
 
@@ -40,10 +41,6 @@ def _stack() -> list:
 
 def is_tracing() -> bool:
     return bool(_state.stack)
-
-
-class ConcretizationError(TypeError):
-    """A traced value was needed as a concrete Python value (bool, int, iteration, ...)."""
 
 
 _WALK = object()
@@ -181,7 +178,6 @@ class Tracer(ArrayMethods):
         self._concrete("int()")
 
     def __float__(self):
-        from ..conversion import conversion_error, storing
         if storing():               # `h[0] = x` into an ndarray: not control flow
             raise conversion_error("float()", traced=True)
         self._concrete("float()")
@@ -196,7 +192,6 @@ class Tracer(ArrayMethods):
         self._concrete(".tolist()")
 
     def __array__(self, dtype=None, copy=None):
-        from ..conversion import conversion_error
         raise conversion_error("NumPy called __array__", traced=True)
 
     def __getitem__(self, key):

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import lax
-from . import numpy as fnp
-from .dispatch import level
-from .tracer.location import user_location
+from .. import lax
+from ..dispatch import level
+from ..tracer.location import user_location
+from .base import _dtype, _indices, _shape
+from .shapes import reshape, transpose
 
 
 def _index_error(msg):
@@ -58,7 +59,7 @@ def _constant_indices(k, n, axis):
 
 
 def getitem(x, key):
-    shape = fnp._shape(x)
+    shape = _shape(x)
     key = _normalize(key, len(shape))
     start, stop, step, final_shape, arrays = [], [], [], [], []
     reversed_axes, advanced, axis = [], [], 0
@@ -87,7 +88,7 @@ def getitem(x, key):
                 start.append(a), stop.append(max(a, b)), step.append(s)
                 final_shape.append(len(range(a, max(a, b), s)))
         elif _is_array_index(k):
-            if fnp._dtype(k) == np.bool_:
+            if _dtype(k) == np.bool_:
                 raise _index_error("boolean mask indexing makes the result shape depend on "
                                    "the data; use np.where(mask, x, 0) (or x * mask) instead")
             if not level(k):
@@ -115,18 +116,18 @@ def _apply(x, shape, start, stop, step, final_shape, arrays, reversed_axes, to_f
         x = lax.take(x, idx.astype(np.int64), axis)
     kept = [n for n in final_shape if n is not None]
     if not arrays:
-        return fnp.reshape(x, kept) if tuple(kept) != fnp._shape(x) else x
+        return reshape(x, kept) if tuple(kept) != _shape(x) else x
     (axis, pos, idx), = arrays
-    idx = fnp._indices(idx)
+    idx = _indices(idx)
     x = lax.take(x, idx, axis)
-    idx_shape = list(fnp._shape(idx))
+    idx_shape = list(_shape(idx))
     before = [n for n in final_shape[:pos] if n is not None]
     after = [n for n in final_shape[pos + 1:] if n is not None]
     if to_front:
-        k, rank = len(idx_shape), len(fnp._shape(x))
+        k, rank = len(idx_shape), len(_shape(x))
         perm = [*range(axis, axis + k), *range(axis), *range(axis + k, rank)]
-        x = fnp.transpose(x, perm)
+        x = transpose(x, perm)
         target = idx_shape + before + after
     else:
         target = before + idx_shape + after
-    return fnp.reshape(x, target) if tuple(target) != fnp._shape(x) else x
+    return reshape(x, target) if tuple(target) != _shape(x) else x

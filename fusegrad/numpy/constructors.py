@@ -1,4 +1,5 @@
-"""Arrays built from tensors and tracers, and item assignment, as recorded operations.
+"""Arrays built from tensors and tracers, and item assignment, as recorded operations; also
+copy and the *_like constructors.
 
 NumPy's own constructors cannot record (conversion.py says why and raises), so
 fusegrad.numpy.array / asarray build an array from nested lists of tensors, tracers and numbers
@@ -18,10 +19,36 @@ import threading
 
 import numpy as np
 
-from . import lax
-from . import numpy as fnp
-from .dispatch import level
-from .tracer.location import _is_foreign, _is_internal, user_location
+from .. import lax
+from ..dispatch import level
+from ..tracer.location import _is_foreign, _is_internal, user_location
+from .base import _dtype, _shape, _shape_arg, astype
+from .elementwise import where
+from .shapes import reshape, stack
+
+
+def copy(x):
+    """A new array object, so that item assignment into it leaves x alone: for tensors and
+    tracers a convert to x's own dtype (a copy eagerly; simplify drops it from the IR)."""
+    return lax.convert(x, _dtype(x)) if level(x) else np.copy(x)
+
+
+_copy = copy      # array() has a parameter named copy
+
+
+def full_like(x, fill_value, dtype=None, order="K", subok=True, shape=None):
+    """An eager tensor's is a tensor (as torch.zeros_like), so `z[i] = v` records into it."""
+    out = lax.full(_shape(x) if shape is None else _shape_arg(shape), fill_value,
+                   dtype or _dtype(x))
+    return type(x)(out) if level(x) == 1 else out
+
+
+def zeros_like(x, dtype=None, order="K", subok=True, shape=None):
+    return full_like(x, 0, dtype, shape=shape)
+
+
+def ones_like(x, dtype=None, order="K", subok=True, shape=None):
+    return full_like(x, 1, dtype, shape=shape)
 
 
 def _boxed(x) -> bool:
@@ -34,12 +61,12 @@ def _boxed(x) -> bool:
 def array(obj, dtype=None, *, copy=True, **kwargs):
     """np.array that records: nested lists of tensors or tracers become a stack."""
     if level(obj):
-        out = fnp.copy(obj) if copy else obj
+        out = _copy(obj) if copy else obj
     elif _boxed(obj):
         out = _stack_nested(obj)
     else:
         return np.array(obj, dtype=dtype, copy=copy, **kwargs)
-    return out if dtype is None or fnp._dtype(out) == np.dtype(dtype) else fnp.astype(out, dtype)
+    return out if dtype is None or _dtype(out) == np.dtype(dtype) else astype(out, dtype)
 
 
 def asarray(obj, dtype=None, **kwargs):
@@ -101,11 +128,11 @@ def _stack_nested(obj):
     if not isinstance(obj, (list, tuple)):
         return obj
     items = [_stack_nested(e) for e in obj]
-    shapes = {fnp._shape(e) for e in items}
+    shapes = {_shape(e) for e in items}
     if len(shapes) > 1:
         raise ValueError(f"setting an array element with a sequence: the nested lists have "
                          f"different shapes {sorted(shapes)} (at {user_location(full=True)})")
-    return fnp.stack(items) if items else np.array(obj)
+    return stack(items) if items else np.array(obj)
 
 
 def index_update(x, key, value):
@@ -115,18 +142,18 @@ def index_update(x, key, value):
     `x[key] = value` on a tensor or tracer calls it. The key must be concrete (ints, slices,
     None, ..., integer or boolean arrays); value broadcasts to x[key] and is cast to x's dtype.
     """
-    shape, dtype = fnp._shape(x), fnp._dtype(x)
+    shape, dtype = _shape(x), _dtype(x)
     positions = _positions(shape, key)
     value = _operand(value, dtype)
-    sources = _sources(fnp._shape(value), positions.shape)
+    sources = _sources(_shape(value), positions.shape)
     src = np.full(math.prod(shape), -1, np.int64)
     src[positions.reshape(-1)] = sources.reshape(-1)      # NumPy's order: the last write wins
     src = src.reshape(shape)
     written = src >= 0
     if not written.any():
         return x
-    placed = lax.take(fnp.reshape(value, (-1,)), np.maximum(src, 0), 0)
-    return placed if written.all() else fnp.where(written, placed, x)
+    placed = lax.take(reshape(value, (-1,)), np.maximum(src, 0), 0)
+    return placed if written.all() else where(written, placed, x)
 
 
 def set_item(x, key, value) -> None:
@@ -156,7 +183,7 @@ def _operand(value, dtype):
     if not level(value) and not _boxed(value):
         return np.asarray(value, dtype=dtype)
     value = asarray(value)
-    return value if fnp._dtype(value) == dtype else fnp.astype(value, dtype)
+    return value if _dtype(value) == dtype else astype(value, dtype)
 
 
 def _sources(value_shape, target_shape) -> np.ndarray:

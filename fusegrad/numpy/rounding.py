@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import lax
-from .numpy import _dtype, _no_out, _numeric, astype
+from .. import lax
+from .base import _dtype, _no_out, _numeric, astype
 
 
 def _is_integer(x) -> bool:

@@ -1,0 +1,227 @@
+"""Elementwise primitives: each one's shape rule, NumPy semantics, Numba scalar template,
+straight-line LLVM form, docs row and test domain, side by side.
+
+There is no implicit broadcasting and no implicit promotion in the IR: operands have equal types;
+the tracer inserts broadcast_in_dim and convert. The implementations still broadcast and promote
+as NumPy does, which the eager engine relies on.
+
+Semantics worth knowing (the templates follow the implementations bit for bit): integer div is
+floor division; maximum/minimum propagate nan; logistic is the stable form; `and`/`or`/`not` on
+i64 are logical (0 or 1), as NumPy's logical ufuncs cast back to i64; np.floor & co. are LLVM's
+rounding intrinsics; Numba's float % is CPython's (the divisor's sign, a signed zero copied from
+it, nan for x % 0), where its np.remainder loses the zero's sign; an integer x % 0 is 0, as in
+NumPy, and integer fmod is built on % (np.fmod would trap on x % 0 and on INT64_MIN % -1).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .registry import Doc, define, fail, require_float, require_same
+from .types import NP_DTYPES
+
+FLOAT = "x: f32/f64"
+NUMERIC = "x: f32/f64/i64"
+PAIR = "x, y: equal numeric types"
+
+
+def _unary_float(prim, x):
+    require_float(prim, x)
+    return x
+
+
+def _unary_numeric(prim, x):
+    if x.dtype == "bool":
+        fail(prim, "needs a numeric operand, got bool", x)
+    return x
+
+
+def _binary(prim, x, y):
+    require_same(prim, x, y)
+    if x.dtype == "bool":
+        fail(prim, "needs numeric operands, got bool", x, y)
+    return x
+
+
+def _compare(prim, x, y):
+    require_same(prim, x, y)
+    return x.with_dtype("bool")
+
+
+def _logical(prim, x, y):
+    require_same(prim, x, y)
+    if x.dtype not in ("bool", "i64"):
+        fail(prim, "needs bool or i64 operands", x, y)
+    return x
+
+
+def _not(prim, x):
+    if x.dtype not in ("bool", "i64"):
+        fail(prim, "needs a bool or i64 operand", x)
+    return x
+
+
+def unary_float(name, impl, semantics, *, domain="normal", **fields):
+    """A float -> float function: exp, tanh, floor, ..."""
+    return define(name, "elementwise", _unary_float, impl, section="Elementwise",
+                  doc=Doc(FLOAT, "", "same as x", semantics), domain=domain, **fields)
+
+
+def unary_numeric(name, impl, semantics, *, domain="normal", **fields):
+    return define(name, "elementwise", _unary_numeric, impl, section="Elementwise",
+                  doc=Doc(NUMERIC, "", "same as x", semantics), domain=domain, **fields)
+
+
+def binary(name, impl, semantics, *, domain=("normal", "normal"), **fields):
+    return define(name, "elementwise", _binary, impl, section="Elementwise",
+                  doc=Doc(PAIR, "", "same as x", semantics), domain=domain, **fields)
+
+
+def comparison(name, impl, symbol, llvm):
+    return define(name, "elementwise", _compare, impl, section="Elementwise",
+                  doc=Doc("x, y: equal types", "", "bool, x's shape", f"x {symbol} y"),
+                  numba=f"({{0}} {symbol} {{1}})", llvm=f"fcmp {llvm} double {{0}}, {{1}}")
+
+
+# -- implementations that are not one NumPy ufunc --------------------------------------------
+
+def _erf(x):
+    """scipy's erf when available (imported lazily: it costs ~0.5 s), else math.erf."""
+    x = np.asarray(x)
+    try:
+        from scipy.special import erf
+    except ImportError:  # pragma: no cover - scipy is optional
+        erf = np.frompyfunc(math.erf, 1, 1)
+    return np.asarray(erf(x), dtype=x.dtype)
+
+
+def _logistic(x):
+    e = np.exp(-np.abs(x))
+    return np.where(np.asarray(x) >= 0, 1, e) / (1 + e)
+
+
+def _rsqrt(x):
+    return 1 / np.sqrt(x)
+
+
+def _div(x, y):
+    if np.asarray(x).dtype.kind in "iub" and np.asarray(y).dtype.kind in "iub":
+        return np.floor_divide(x, y)
+    return np.true_divide(x, y)
+
+
+def _convert_rule(prim, x, *, dtype):
+    if dtype not in NP_DTYPES:
+        fail(prim, f"unknown dtype {dtype!r}", x)
+    return x.with_dtype(dtype)
+
+
+def _convert(x, *, dtype):
+    return np.asarray(x).astype(NP_DTYPES[dtype])
+
+
+def _select_rule(prim, pred, on_true, on_false):
+    if pred.dtype != "bool":
+        fail(prim, "predicate must be bool", pred, on_true, on_false)
+    if pred.shape != on_true.shape:
+        fail(prim, "predicate and branches must have equal shapes", pred, on_true, on_false)
+    require_same(prim, on_true, on_false)
+    return on_true
+
+
+def _call(name, args=1):
+    return f"call double @{name}(" + ", ".join(f"double {{{i}}}" for i in range(args)) + ")"
+
+
+# -- the table ------------------------------------------------------------------------------
+
+unary_float("exp", np.exp, "e^x", libm="math.exp", llvm=_call("llvm.exp.f64"))
+unary_float("log", np.log, "ln x", domain="positive", libm="math.log",
+            llvm=_call("llvm.log.f64"))
+unary_float("log1p", np.log1p, "ln(1 + x)", domain="positive", libm="math.log1p",
+            llvm=_call("log1p"))
+unary_float("expm1", np.expm1, "e^x - 1", libm="math.expm1", llvm=_call("expm1"))
+unary_float("sqrt", np.sqrt, "√x", domain="positive", numba="np.sqrt({0})",
+            llvm=_call("llvm.sqrt.f64"))
+unary_float("rsqrt", _rsqrt, "1/√x", domain="positive", numba="({one} / np.sqrt({0}))",
+            llvm=("{out}.r = call double @llvm.sqrt.f64(double {0})",
+                  "{out} = fdiv double 1.0, {out}.r"))
+unary_float("sin", np.sin, "sine", libm="math.sin", llvm=_call("llvm.sin.f64"))
+unary_float("cos", np.cos, "cosine", libm="math.cos", llvm=_call("llvm.cos.f64"))
+unary_float("tanh", np.tanh, "hyperbolic tangent", libm="math.tanh", llvm=_call("tanh"))
+unary_float("logistic", _logistic, "sigmoid 1/(1+e^-x), computed stably",
+            libm="stable_logistic_{dtype}")
+unary_float("erf", _erf, "the error function", libm="math.erf", llvm=_call("erf"))
+for _name, _np, _what in (("floor", "floor", "round down"), ("ceil", "ceil", "round up"),
+                          ("round", "rint", "round to nearest, ties to even (`np.rint`)"),
+                          ("trunc", "trunc", "round toward zero")):
+    unary_float(_name, getattr(np, _np), f"{_what}; no gradient", numba=f"np.{_np}({{0}})",
+                llvm=_call(f"llvm.{_np}.f64"))
+
+unary_numeric("neg", np.negative, "-x", numba="(-{0})", llvm="fneg double {0}")
+unary_numeric("abs", np.abs, "\\|x\\|", domain="away_from_zero", numba="abs({0})",
+              llvm=_call("llvm.fabs.f64"))
+unary_numeric(
+    "sign", np.sign, "-1, 0 or 1 (x itself for nan)",
+    numba={"f": "({one} if {0} > {zero} else ({minus_one} if {0} < {zero} else {0}))",
+           "i64": "({one} if {0} > {zero} else ({minus_one} if {0} < {zero} else {zero}))"},
+    llvm=("{out}.p = fcmp ogt double {0}, 0.0", "{out}.m = fcmp olt double {0}, 0.0",
+          "{out}.s = select i1 {out}.m, double -1.0, double {0}",
+          "{out} = select i1 {out}.p, double 1.0, double {out}.s"))
+
+binary("add", np.add, "x + y", numba="({0} + {1})", llvm="fadd double {0}, {1}")
+binary("sub", np.subtract, "x - y", numba="({0} - {1})", llvm="fsub double {0}, {1}")
+binary("mul", np.multiply, "x * y", numba="({0} * {1})", llvm="fmul double {0}, {1}")
+binary("div", _div, "x / y (floor division for i64)", domain=("normal", "away_from_zero"),
+       numba={"f": "({0} / {1})", "i64": "({0} // {1})"}, llvm="fdiv double {0}, {1}")
+binary("pow", np.power, "x ** y", domain=("positive", "normal"),
+       numba={"f": "({0} ** {1})", "i64": "ipow({0}, {1})"}, llvm=_call("llvm.pow.f64", 2))
+for _name, _np, _cmp in (("maximum", np.maximum, "oge"), ("minimum", np.minimum, "ole")):
+    # the first operand if it wins or is nan, else the second
+    binary(_name, _np, f"{_name[:3]}(x, y); nan propagates", domain=("distinct", "distinct"),
+           numba=f"({{0}} if {{0}} {'>=' if _cmp == 'oge' else '<='} {{1}} or {{0}} != {{0}} "
+                 "else {1})",
+           llvm=(f"{{out}}.w = fcmp {_cmp} double {{0}}, {{1}}",
+                 "{out}.n = fcmp uno double {0}, {0}", "{out}.c = or i1 {out}.w, {out}.n",
+                 "{out} = select i1 {out}.c, double {0}, double {1}"))
+binary("remainder", np.remainder, "`np.remainder` (Python's `%`: the sign of y); an i64 x % 0 "
+       "is 0", domain=("normal", "away_from_zero"), numba="({0} % {1})",
+       llvm=("{out}.m = frem double {0}, {1}",          # npy_remainder: fmod moved to y's sign
+             "{out}.nz = fcmp une double {out}.m, 0.0", "{out}.yn = fcmp olt double {1}, 0.0",
+             "{out}.mn = fcmp olt double {out}.m, 0.0", "{out}.d = xor i1 {out}.yn, {out}.mn",
+             "{out}.f = and i1 {out}.nz, {out}.d", "{out}.s = fadd double {out}.m, {1}",
+             "{out}.r = select i1 {out}.f, double {out}.s, double {out}.m",
+             "{out}.z = call double @llvm.copysign.f64(double 0.0, double {1})",
+             "{out} = select i1 {out}.nz, double {out}.r, double {out}.z"))
+binary("fmod", np.fmod, "`np.fmod` (the sign of x); an i64 x % 0 is 0",
+       domain=("normal", "away_from_zero"),
+       numba={"f": "np.fmod({0}, {1})",
+              "i64": "({0} % {1} - ({1} if {0} % {1} != 0 and ({0} < 0) != ({1} < 0) else 0))"},
+       llvm="frem double {0}, {1}")
+
+comparison("lt", np.less, "<", "olt")
+comparison("le", np.less_equal, "<=", "ole")
+comparison("gt", np.greater, ">", "ogt")
+comparison("ge", np.greater_equal, ">=", "oge")
+comparison("eq", np.equal, "==", "oeq")
+comparison("ne", np.not_equal, "!=", "une")
+
+for _name, _np, _op in (("and", np.logical_and, "&"), ("or", np.logical_or, "|")):
+    define(_name, "elementwise", _logical, _np, section="Elementwise",
+           doc=Doc("x, y: equal bool or i64 types", "", "same as x",
+                   f"logical {_name} (np.logical_{_name}; 0 or 1 for i64)"),
+           numba={"bool": f"({{0}} {_op} {{1}})",
+                  "i64": f"np.int64(({{0}} != 0) {_op} ({{1}} != 0))"},
+           llvm=f"{_name} i1 {{0}}, {{1}}")
+define("not", "elementwise", _not, np.logical_not, section="Elementwise",
+       doc=Doc("x: bool or i64", "", "same as x", "logical not (0 or 1 for i64)"),
+       numba={"bool": "(not {0})", "i64": "np.int64({0} == 0)"}, llvm="xor i1 {0}, true")
+define("select", "elementwise", _select_rule, np.where, section="Elementwise",
+       doc=Doc("pred: bool, on_true, on_false: equal types, pred's shape", "",
+               "same as on_true", "`np.where(pred, on_true, on_false)`"),
+       numba="({1} if {0} else {2})")
+define("convert", "elementwise", _convert_rule, _convert, section="Elementwise",
+       doc=Doc("x", '`dtype`: "f32"/"f64"/"i64"/"bool"', "x's shape, `dtype`",
+               "`x.astype(dtype)`"))
