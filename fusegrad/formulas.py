@@ -206,6 +206,11 @@ def erf(g, out, x):
     return (g * (2 / math.sqrt(math.pi)) * lax.exp(-x * x),)
 
 
+@_vjp("atan", "AtanBackward", reads="x")
+def atan(g, out, x):
+    return (g / (1 + x * x),)
+
+
 # ---------------------------------------------------------------------------------------------
 # Elementwise: binary (results in the broadcast shape; the driver un-broadcasts).
 

@@ -62,3 +62,39 @@ def test_arrays_and_other_dtypes_stay_with_numba(always_straight):
     assert not f.lower(np.ones(3)).source.startswith("declare")
     assert not f.lower(np.float32(1.0)).source.startswith("declare")
     np.testing.assert_allclose(f(np.float32(1.0)), np.sin(np.float32(1.0)) * 2, rtol=1e-6)
+
+
+def _every_llvm_form():
+    """A Function applying each registry primitive with a straight-line form to scalars x, y
+    (comparisons and logic pick x or y, so every result is an f64)."""
+    from fusegrad.ir import Builder, TensorType
+    from fusegrad.ir.primitives import PRIMITIVES
+    b = Builder("forms")
+    f64 = TensorType("f64", ())
+    x, y = b.param(f64, "x"), b.param(f64, "y")
+    lt, gt = b.add1("lt", [x, y]), b.add1("gt", [x, y])
+    outs = []
+    for p in PRIMITIVES.values():
+        if p.llvm is None or p.category != "elementwise":
+            continue
+        if p.name in ("and", "or", "not"):
+            flag = b.add1(p.name, [lt, gt][:p.arity])
+        elif p.shape_rule("probe", *[f64] * p.arity).dtype == "bool":
+            flag = b.add1(p.name, [x, y][:p.arity])
+        else:
+            outs.append(b.add1(p.name, [x, y][:p.arity]))
+            continue
+        outs.append(b.add1("select", [flag, x, y]))
+    return b.build(outs)
+
+
+@pytest.mark.parametrize("x, y", [(0.7, 1.3), (1.3, 0.7), (-0.4, 0.25), (0.5, 0.5)])
+def test_every_registry_form_matches_the_interpreter(x, y):
+    from fusegrad.runtime.interpreter import eval_function
+    fn = _every_llvm_form()
+    run, text = straight.compile_straight(fn)
+    want = eval_function(fn, [np.float64(x), np.float64(y)])
+    with np.errstate(all="ignore"):
+        got = run([x, y])
+    np.testing.assert_allclose(np.array(got, float), np.array(want, float), rtol=1e-14,
+                               equal_nan=True)

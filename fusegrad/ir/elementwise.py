@@ -154,6 +154,7 @@ unary_float("tanh", np.tanh, "hyperbolic tangent", libm="math.tanh", llvm=_call(
 unary_float("logistic", _logistic, "sigmoid 1/(1+e^-x), computed stably",
             libm="stable_logistic_{dtype}")
 unary_float("erf", _erf, "the error function", libm="math.erf", llvm=_call("erf"))
+unary_float("atan", np.arctan, "arc tangent", libm="math.atan", llvm=_call("atan"))
 for _name, _np, _what in (("floor", "floor", "round down"), ("ceil", "ceil", "round up"),
                           ("round", "rint", "round to nearest, ties to even (`np.rint`)"),
                           ("trunc", "trunc", "round toward zero")):

@@ -28,7 +28,7 @@ def _float_unary(prim, name=None):
 # both fusegrad.numpy's function (named as the ufunc) and its HANDLED_UFUNCS entry.
 FLOAT_UNARY = {
     np.exp: "exp", np.log: "log", np.log1p: "log1p", np.expm1: "expm1", np.sqrt: "sqrt",
-    np.sin: "sin", np.cos: "cos", np.tanh: "tanh",
+    np.sin: "sin", np.cos: "cos", np.tanh: "tanh", np.arctan: "atan",
 }
 UFUNC_FUNCTIONS = {ufunc: _float_unary(prim, ufunc.__name__) for ufunc, prim in FLOAT_UNARY.items()}
 exp, log, sqrt, sin, cos = (UFUNC_FUNCTIONS[u] for u in (np.exp, np.log, np.sqrt, np.sin, np.cos))
