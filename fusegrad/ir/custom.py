@@ -5,7 +5,7 @@ the pieces together: its operands are the primal input leaves, then the residual
 returned as traced values, then fwd's output leaves; its outputs are those output leaves
 (the identity). So the forward values are fwd's, and the op only marks the place where
 autodiff must call the user's bwd instead of differentiating fwd's ops: the VJP rule
-(formulas.py) calls bwd on the residual operands and the output cotangents, and gives
+(formulas/custom.py) calls bwd on the residual operands and the output cotangents, and gives
 cotangents to the primal operands only. The residuals keep their dependence on the inputs
 through fwd's ops, so a bwd written with traceable operations differentiates again.
 

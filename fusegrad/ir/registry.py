@@ -24,7 +24,7 @@ A primitive is a name, as in jax.lax. Its entry, written once in one of the cate
     domain      elementwise: where tests draw inputs, a tests/domains.py sampler per operand
                 ("normal", "positive", "away_from_zero", "distinct", "unit")
 
-The derivative is the one thing not here: VJP rules live in formulas.py, the one derivative
+The derivative is the one thing not here: VJP rules live in fusegrad/formulas/, the one derivative
 table, keyed by the same names (or listed there as NON_DIFFERENTIABLE).
 """
 

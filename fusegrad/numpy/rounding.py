@@ -2,7 +2,7 @@
 trunc, rint, round (around), remainder (mod, the % operator) and fmod.
 
 On floats each is one primitive (floor, ceil, round, trunc, remainder, fmod), so every backend
-rounds exactly as NumPy does; their derivatives are in formulas.py. NumPy 2 returns integers
+rounds exactly as NumPy does; their derivatives are in fusegrad/formulas/. NumPy 2 returns integers
 unchanged from floor, ceil, trunc and round (rint makes them float64), so integer input never
 reaches a rounding primitive. remainder takes the divisor's sign and fmod the dividend's, and an
 integer x % 0 is 0, as in NumPy.

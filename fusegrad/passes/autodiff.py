@@ -133,7 +133,7 @@ def _apply_rule(ctx, op: Op, cts, active) -> None:
     rule = vjp_rules.get(op.prim)
     if rule is None:
         raise NotImplementedError(f"no VJP rule for primitive {op.prim!r} (at {op.loc}); add "
-                                  f"one to fusegrad/formulas.py or list it in "
+                                  f"one to fusegrad/formulas/ or list it in "
                                   f"NON_DIFFERENTIABLE")
     gs = [cts.pop(v) if v in cts else _fill(ctx, v.type, 0, None, None) for v in op.outputs]
     g, out = _wrap(ctx, gs), _wrap(ctx, op.outputs)

@@ -10,7 +10,7 @@ it frees the graph by reference counting. There are no reference cycles (a node 
 own output tensor, only the output's array) and no `__del__`, so a chain of any length is freed
 without recursion in Python code (CPython's trashcan bounds the C-level deallocation depth).
 
-The engine saves only what a rule reads, as the rule declares it on registration in formulas.py
+The engine saves only what a rule reads, as the rule declares it on registration in formulas/
 (`@_vjp("reduce_sum", "SumBackward", reads="x.shape")`, stored as `rule.reads`): an argument
 the declaration leaves out is not saved; one declared as `x.shape` is saved as a _Meta (so
 SumBackward keeps the input's shape and dtype, not the input); one named bare is saved in full.

@@ -1,0 +1,164 @@
+"""Elementwise primitives: unary and binary (cotangents in the broadcast shape; the driver
+un-broadcasts)."""
+
+from __future__ import annotations
+
+import math
+
+from .. import lax
+from .table import _vjp
+
+
+@_vjp("neg", "NegBackward", reads="")
+def neg(g, out, x):
+    return (-g,)
+
+
+@_vjp("abs", "AbsBackward", reads="x")
+def abs(g, out, x):
+    return (g * lax.sign(x),)
+
+
+@_vjp("exp", "ExpBackward", reads="out")
+def exp(g, out, x):
+    return (g * out,)
+
+
+@_vjp("expm1", "Expm1Backward", reads="out")
+def expm1(g, out, x):
+    return (g * (out + 1),)
+
+
+@_vjp("log", "LogBackward", reads="x")
+def log(g, out, x):
+    return (g / x,)
+
+
+@_vjp("log1p", "Log1pBackward", reads="x")
+def log1p(g, out, x):
+    return (g / (x + 1),)
+
+
+@_vjp("sqrt", "SqrtBackward", reads="out")
+def sqrt(g, out, x):
+    return (g / (2 * out),)
+
+
+@_vjp("rsqrt", "RsqrtBackward", reads="out x")
+def rsqrt(g, out, x):
+    return (-0.5 * g * out / x,)
+
+
+@_vjp("sin", "SinBackward", reads="x")
+def sin(g, out, x):
+    return (g * lax.cos(x),)
+
+
+@_vjp("cos", "CosBackward", reads="x")
+def cos(g, out, x):
+    return (-g * lax.sin(x),)
+
+
+@_vjp("tanh", "TanhBackward", reads="out")
+def tanh(g, out, x):
+    return (g * (1 - out * out),)
+
+
+@_vjp("logistic", "SigmoidBackward", reads="out")
+def logistic(g, out, x):
+    return (g * out * (1 - out),)
+
+
+@_vjp("erf", "ErfBackward", reads="x")
+def erf(g, out, x):
+    return (g * (2 / math.sqrt(math.pi)) * lax.exp(-x * x),)
+
+
+@_vjp("atan", "AtanBackward", reads="x")
+def atan(g, out, x):
+    return (g / (1 + x * x),)
+
+
+# ---------------------------------------------------------------------------------------------
+# Elementwise: binary (results in the broadcast shape; the driver un-broadcasts).
+
+@_vjp("add", "AddBackward", reads="")
+def add(g, out, x, y):
+    return g, g
+
+
+@_vjp("sub", "SubBackward", reads="")
+def sub(g, out, x, y):
+    return g, -g
+
+
+@_vjp("mul", "MulBackward", reads="x y")
+def mul(g, out, x, y):
+    return g * y, g * x
+
+
+@_vjp("div", "DivBackward", reads="out y")
+def div(g, out, x, y):
+    return g / y, -g * out / y
+
+
+def _pow_base(x, y):
+    """d(x**y)/dx = y * x**(y-1), forced to 0 where y == 0 (0 * 0**-1 would be nan).
+
+    The masked branch is computed at a safe exponent too (the double-where pattern), so that
+    differentiating this rule again does not meet the where-trap (0 * inf) at x == 0."""
+    zero = lax.eq(y, 0)
+    return lax.select(zero, 0.0, y * lax.pow(x, lax.select(zero, 1.0, y - 1)))
+
+
+def _pow_exponent(out, x):
+    """d(x**y)/dy = x**y * log(x), forced to 0 where x == 0 (0 * log 0 would be nan)."""
+    zero = lax.eq(x, 0)
+    return lax.select(zero, 0.0, out * lax.log(lax.select(zero, 1.0, x)))
+
+
+@_vjp("pow", "PowBackward", reads="out x y")
+def pow(g, out, x, y):
+    return g * _pow_base(x, y), g * _pow_exponent(out, x)
+
+
+def _share(g, mine, theirs):
+    """g where only this operand is the result, g/2 where both are (a tie), 0 elsewhere."""
+    return lax.select(mine, lax.select(theirs, 0.5 * g, g), 0.0)
+
+
+def _is_result(x, y, beats):
+    """Whether x is max(x, y) (beats=ge) or min (le): it wins or ties, or is nan."""
+    return lax.or_(beats(x, y), lax.ne(x, x))
+
+
+@_vjp("maximum", "MaximumBackward", reads="x y")
+def maximum(g, out, x, y):
+    xr, yr = _is_result(x, y, lax.ge), _is_result(y, x, lax.ge)
+    return _share(g, xr, yr), _share(g, yr, xr)
+
+
+@_vjp("minimum", "MinimumBackward", reads="x y")
+def minimum(g, out, x, y):
+    xr, yr = _is_result(x, y, lax.le), _is_result(y, x, lax.le)
+    return _share(g, xr, yr), _share(g, yr, xr)
+
+
+@_vjp("remainder", "RemainderBackward", reads="x y")
+def remainder(g, out, x, y):
+    return g, -g * lax.floor(x / y)
+
+
+@_vjp("fmod", "FmodBackward", reads="x y")
+def fmod(g, out, x, y):
+    return g, -g * lax.trunc(x / y)
+
+
+@_vjp("select", "WhereBackward", reads="pred")
+def select(g, out, pred, on_true, on_false):
+    return None, lax.select(pred, g, 0.0), lax.select(pred, 0.0, g)
+
+
+@_vjp("convert", "ToBackward", reads="")
+def convert(g, out, x, *, dtype):
+    return (g,)  # the driver casts back to x's dtype
