@@ -194,3 +194,15 @@ def _sources(value_shape, target_shape) -> np.ndarray:
     except ValueError:
         raise ValueError(f"could not broadcast input array from shape {list(value_shape)} into "
                          f"shape {list(target_shape)} (at {user_location(full=True)})") from None
+
+
+__all__ = [
+    "array", "asarray", "copy", "full_like", "index_update", "ones_like", "zeros_like",
+]
+
+# NumPy's functions that land here through __array_ufunc__ / __array_function__.
+HANDLED = {
+    np.copy: copy, np.zeros_like: zeros_like, np.ones_like: ones_like, np.full_like: full_like,
+    # NumPy dispatches its constructors only given like=x; without it conversion.py raises
+    np.array: array, np.asarray: asarray, np.asanyarray: asarray, np.ascontiguousarray: asarray,
+}

@@ -31,6 +31,7 @@ FLOAT_UNARY = {
     np.sin: "sin", np.cos: "cos", np.tanh: "tanh", np.arctan: "atan",
 }
 UFUNC_FUNCTIONS = {ufunc: _float_unary(prim, ufunc.__name__) for ufunc, prim in FLOAT_UNARY.items()}
+globals().update((ufunc.__name__, fn) for ufunc, fn in UFUNC_FUNCTIONS.items())  # exp, arctan...
 exp, log, sqrt, sin, cos = (UFUNC_FUNCTIONS[u] for u in (np.exp, np.log, np.sqrt, np.sin, np.cos))
 erf = _float_unary("erf")
 sigmoid = _float_unary("logistic")
@@ -145,3 +146,26 @@ def clip(x, a_min=None, a_max=None, *, min=None, max=None, **kwargs):  # noqa: A
 
 def relu(x):
     return where(greater(x, 0), x, 0)
+
+
+# The names fusegrad.numpy exports from here (the FLOAT_UNARY functions are added to them).
+__all__ = [
+    "abs", "absolute", "add", "clip", "cosh", "divide", "equal", "erf", "exp2", "float_power",
+    "greater", "greater_equal", "less", "less_equal", "log10", "log2", "logical_and", "logical_not",
+    "logical_or", "maximum", "minimum", "multiply", "negative", "not_equal", "positive", "power",
+    "reciprocal", "relu", "rsqrt", "sigmoid", "sign", "sinh", "square", "subtract", "tan",
+    "true_divide", "where",
+] + [ufunc.__name__ for ufunc in FLOAT_UNARY]
+
+# NumPy's functions that land here through __array_ufunc__ / __array_function__.
+HANDLED = {
+    **UFUNC_FUNCTIONS,
+    np.add: add, np.subtract: subtract, np.multiply: multiply, np.true_divide: true_divide,
+    np.power: power, np.maximum: maximum, np.minimum: minimum, np.negative: negative,
+    np.positive: positive, np.absolute: absolute, np.sign: sign, np.tan: tan, np.sinh: sinh,
+    np.cosh: cosh, np.exp2: exp2, np.log2: log2, np.log10: log10, np.square: square,
+    np.reciprocal: reciprocal, np.less: less, np.less_equal: less_equal, np.greater: greater,
+    np.greater_equal: greater_equal, np.equal: equal, np.not_equal: not_equal,
+    np.logical_and: logical_and, np.logical_or: logical_or, np.logical_not: logical_not,
+    np.float_power: float_power, np.where: where, np.clip: clip,
+}

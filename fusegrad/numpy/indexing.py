@@ -131,3 +131,10 @@ def _apply(x, shape, start, stop, step, final_shape, arrays, reversed_axes, to_f
     else:
         target = before + idx_shape + after
     return reshape(x, target) if tuple(target) != _shape(x) else x
+
+
+__all__ = [
+    "getitem",
+]
+
+HANDLED: dict = {}

@@ -63,3 +63,13 @@ def inner(a, b):
         return vdot(a, b)
     rows = matmul(reshape(a, (-1, k)), transpose(reshape(b, (-1, k))))
     return reshape(rows, _shape(a)[:-1] + _shape(b)[:-1])
+
+
+__all__ = [
+    "dot", "inner", "matmul", "outer", "vdot",
+]
+
+# NumPy's functions that land here through __array_ufunc__ / __array_function__.
+HANDLED = {
+    np.matmul: matmul, np.dot: dot, np.outer: outer, np.vdot: vdot, np.inner: inner,
+}

@@ -101,3 +101,16 @@ def cumsum(x, axis=None, dtype=None, **kwargs):
 def logsumexp(x, axis=None, keepdims=False):
     axes = _axes(axis, _ndim(x))
     return _keep(lax.logsumexp(x, axes), _shape(x), axes, keepdims)
+
+
+__all__ = [
+    "amax", "amin", "argmax", "argmin", "cumsum", "logsumexp", "max", "mean", "min", "norm", "prod",
+    "std", "sum", "var",
+]
+
+# NumPy's functions that land here through __array_ufunc__ / __array_function__.
+HANDLED = {
+    np.sum: sum, np.prod: prod, np.max: max, np.amax: max, np.min: min, np.amin: min, np.mean: mean,
+    np.var: var, np.std: std, np.argmax: argmax, np.argmin: argmin, np.cumsum: cumsum,
+    np.linalg.norm: norm,
+}

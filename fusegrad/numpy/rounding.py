@@ -66,3 +66,14 @@ def fmod(x, y):
 
 
 mod = remainder
+
+
+__all__ = [
+    "around", "ceil", "floor", "fmod", "mod", "remainder", "rint", "round", "trunc",
+]
+
+# NumPy's functions that land here through __array_ufunc__ / __array_function__.
+HANDLED = {
+    np.floor: floor, np.ceil: ceil, np.trunc: trunc, np.rint: rint, np.remainder: remainder,
+    np.fmod: fmod, np.round: round, np.around: around,
+}

@@ -116,3 +116,17 @@ def ndim(x):
 
 def size(x):
     return int(np.prod(_shape(x), dtype=np.int64))
+
+
+__all__ = [
+    "broadcast_to", "concatenate", "expand_dims", "moveaxis", "ndim", "ravel", "reshape", "shape",
+    "size", "squeeze", "stack", "swapaxes", "take", "take_along_axis", "transpose",
+]
+
+# NumPy's functions that land here through __array_ufunc__ / __array_function__.
+HANDLED = {
+    np.reshape: reshape, np.ravel: ravel, np.transpose: transpose, np.swapaxes: swapaxes,
+    np.moveaxis: moveaxis, np.expand_dims: expand_dims, np.squeeze: squeeze,
+    np.broadcast_to: broadcast_to, np.concatenate: concatenate, np.stack: stack, np.take: take,
+    np.take_along_axis: take_along_axis, np.shape: shape, np.ndim: ndim, np.size: size,
+}
