@@ -56,7 +56,8 @@ reductions.py, linalg.py, composites.py, custom.py); table.py holds the registra
 helpers they share.
 """
 
-from . import composites, custom, elementwise, linalg, reductions, structural  # noqa: F401
+from . import (composites, custom, elementwise, linalg, reductions, special,  # noqa: F401
+               structural)
 from .table import (NON_DIFFERENTIABLE, _vjp, node_names, sum_to_shape, unbroadcast_and_cast,
                     vjp_rules)
 

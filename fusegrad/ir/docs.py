@@ -22,6 +22,7 @@ SECTIONS = {
     "Indexing and scatter": "",
     "Reductions and scans": "",
     "Linear algebra": "",
+    "Special functions": "",
     "Creation (no operands)": "",
     "Composites": "Composites are single ops with their own VJP in the formula table "
                   "(numerically stable, with small saved state); the `lower` pass expands them "

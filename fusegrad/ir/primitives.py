@@ -7,7 +7,8 @@ below are queries on the registry, for code that asks "is this op elementwise?".
 
 from __future__ import annotations
 
-from . import composites, custom, elementwise, reductions, structural  # noqa: F401 - they register
+from . import (composites, custom, elementwise, linalg, reductions, special,  # noqa: F401
+               structural)  # they register
 from .registry import PRIMITIVES, Prim, Primitive, ShapeError, infer_types, names
 
 ELEMENTWISE = names("elementwise")

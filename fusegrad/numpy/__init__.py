@@ -15,20 +15,25 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import constructors, elementwise, indexing, linalg, reductions, rounding, shapes
+from . import (constructors, contractions, elementwise, indexing, joining, linalg, reductions,
+               rounding, shapes, special)
 # The _helpers fusegrad.nn and transforms.py use, and NumPy's constants and dtypes.
 from .base import (  # noqa: F401
     _axes, _dtype, _indices, _is_float, _keep, _ndim, _no_out, _numeric, _shape, astype, bool_,
     e, float32, float64, inf, int64, nan, newaxis, pi)
 from .constructors import *  # noqa: F403
+from .contractions import *  # noqa: F403
 from .elementwise import *  # noqa: F403
 from .indexing import *  # noqa: F403
+from .joining import *  # noqa: F403
 from .linalg import *  # noqa: F403
 from .reductions import *  # noqa: F403
 from .rounding import *  # noqa: F403
 from .shapes import *  # noqa: F403
+from .special import *  # noqa: F403
 
-MODULES = (elementwise, shapes, reductions, linalg, indexing, rounding, constructors)
+MODULES = (elementwise, shapes, joining, reductions, linalg, contractions, indexing, rounding,
+           constructors, special)
 
 HANDLED_UFUNCS = {k: fn for m in MODULES for k, fn in m.HANDLED.items()
                   if isinstance(k, np.ufunc)}
