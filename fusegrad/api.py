@@ -15,6 +15,7 @@ import numpy as np
 
 from .dispatch import level
 from .numpy.constructors import numpy_constructors
+from .scipy import covered_names as _scipy_hook  # noqa: F401 - routes SciPy calls on tensors
 from .runtime.signature import Signature, explain_miss, leaf_array, log_compile, signature_of
 from .state import busy as _busy
 from .state import eager_transforms as _eager_state

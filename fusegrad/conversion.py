@@ -19,12 +19,9 @@ from .tracer.location import foreign_caller, instruction, source_text, user_fram
 
 _STORE_SUBSCR = dis.opmap["STORE_SUBSCR"]
 
-# What to use instead of a SciPy function fusegrad cannot trace (issue 14 adds more).
-_SCIPY_INSTEAD = {
-    "scipy.special.logsumexp": "fusegrad.nn.logsumexp",
-    "scipy.special.softmax": "fusegrad.nn.softmax",
-    "scipy.special.log_softmax": "fusegrad.nn.log_softmax",
-}
+# The SciPy functions fusegrad implements (fusegrad.scipy fills this in): reaching one of them
+# here means the user called SciPy's original, bound before fusegrad was imported.
+SCIPY_COVERED: set = set()
 _STORE_LOSES = {False: "the gradient would be lost", True: "a traced value has none yet"}
 
 
@@ -81,11 +78,16 @@ def conversion_error(what: str, traced: bool) -> ConversionError:
 
 
 def _library_message(library, called, loses) -> str:
-    instead = _SCIPY_INSTEAD.get(library)
-    hint = f"use {instead}" if instead else "write the function with NumPy operations"
+    if library in SCIPY_COVERED:
+        return (f"{library} reached SciPy's own function (called at {called}), which converts "
+                f"its arguments to NumPy arrays and {loses}: this name was bound before "
+                f"fusegrad was imported (`from scipy... import ...` above `import fusegrad`, "
+                f"kept where fusegrad cannot rebind it). Import fusegrad first, or call it "
+                f"through its module ({library}(...)); fusegrad implements it.")
     return (f"{library} is not differentiable through fusegrad yet: it converts its arguments "
-            f"to NumPy arrays, which {loses} (called at {called}). "
-            f"Instead, {hint}; fusegrad traces NumPy functions, not SciPy's compiled code.")
+            f"to NumPy arrays, which {loses} (called at {called}). Instead, write the function "
+            f"with NumPy operations; fusegrad traces NumPy functions, not SciPy's compiled code "
+            f"(fusegrad.scipy.covered_names() lists the SciPy functions it implements).")
 
 
 def _quoted(frame, ins) -> str:

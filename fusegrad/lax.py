@@ -74,6 +74,18 @@ def concatenate(xs, axis):
     return bind("concatenate", *xs, axis=axis)
 
 
+def rev(x, axes):
+    return bind("rev", x, axes=tuple(sorted(axes)))
+
+
+def argsort(x, axis, stable=False):
+    return bind("argsort", x, axis=axis, stable=bool(stable))
+
+
+def argpartition(x, kth, axis):
+    return bind("argpartition", x, axis=axis, kth=tuple(int(k) for k in kth))
+
+
 def take(x, idx, axis):
     return bind("take", x, idx, axis=axis)
 

@@ -1,4 +1,4 @@
-"""The differentiation transforms: grad, value_and_grad, vjp, hessian, hvp.
+"""The differentiation transforms: grad, value_and_grad, vjp, hessian, hvp, elementwise_grad.
 
 Each transform has two interpretations, chosen when the transformed function is called:
 
@@ -13,7 +13,7 @@ Each transform has two interpretations, chosen when the transformed function is 
   below the outermost one the backward pass is recorded (create_graph) and Tensors are returned,
   so the enclosing transform differentiates through them. The outermost returns NumPy arrays.
 
-hessian and hvp are compositions of grad and vjp, so they work in both worlds.
+hessian, hvp and elementwise_grad are compositions of grad and vjp, so they work in both worlds.
 """
 
 from __future__ import annotations
@@ -155,6 +155,26 @@ def hvp(fun, primals, tangents):
 
     out = grad(directional, argnums=nums)(*primals)
     return out[0] if len(primals) == 1 else out
+
+
+def elementwise_grad(fun, argnums=0):
+    """autograd's elementwise_grad: the gradient of `sum(fun(*args))` w.r.t. `argnums`.
+
+    For a function that acts elementwise (each output element depends on the input element at
+    its position only) this is the derivative at every element: elementwise_grad(np.tanh)(x)
+    is 1 - tanh(x)**2, shaped like x. For other functions it is the vector-Jacobian product
+    with a cotangent of ones. argnums is as grad's; it composes with itself (second
+    derivatives), with grad and with fg.jit.
+    """
+    @functools.wraps(fun)
+    def summed(*args, **kwargs):
+        out = fun(*args, **kwargs)
+        if isinstance(out, (tuple, list, dict)):
+            raise TypeError(f"elementwise_grad requires the function to return an array, got "
+                            f"a {type(out).__name__}")
+        return fnp.sum(out)
+
+    return grad(summed, argnums=argnums)
 
 
 # -- shared checks ----------------------------------------------------------------------------

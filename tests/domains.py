@@ -6,8 +6,10 @@ on the eager engine) and the autodiff tests (the VJP inner-product identity on t
 import numpy as np
 
 from fusegrad import custom_vjp, lax
+from fusegrad.dispatch import bind
 from fusegrad.formulas import vjp_rules
 from fusegrad.ir.primitives import PRIMITIVES
+from fusegrad.numpy import special as fnp_special
 
 
 class Domains:
@@ -35,6 +37,10 @@ class Domains:
     def unit(self, *shape):
         """(-0.9, 0.9): inside [-1, 1], away from its ends (arcsin, arctanh)."""
         return self.rng.uniform(-0.9, 0.9, shape)
+
+    def above_one(self, *shape):
+        """(1.2, 3): where arccosh is smooth."""
+        return self.rng.uniform(1.2, 3.0, shape)
 
     def sample(self, domain: str, *shape):
         """Inputs from the sampler a registry entry names as an operand's domain."""
@@ -103,6 +109,54 @@ def primitive_cases(d: Domains) -> dict:
         "gelu": (lambda x: lax.gelu(x, False), [d.normal(2, 3)]),
         "gelu_tanh": (lambda x: lax.gelu(x, True), [d.normal(2, 3)]),
         "custom_vjp_call": (custom_mul_sin, [d.normal(2, 3), d.normal(2, 3)]),
+        # -- special functions (issue 14, SciPy): the host primitives of ir/special.py
+        "polygamma": (fnp_special.digamma, [d.positive(2, 3)]),
+        "polygamma_2": (lambda x: fnp_special.polygamma(2, x), [d.positive(2, 3)]),
+        "erfinv": (fnp_special.erfinv, [d.unit(2, 3)]),
+        "erfcinv": (lambda x: fnp_special.erfcinv(x + 1.0), [d.unit(2, 3)]),
+        "log_ndtr": (fnp_special.log_ndtr, [d.normal(2, 3)]),
+        "i0": (fnp_special.i0, [d.normal(2, 3)]),
+        "i1": (fnp_special.i1, [d.normal(2, 3)]),
+        "i0e": (fnp_special.i0e, [d.away_from_zero(2, 3)]),
+        "i1e": (fnp_special.i1e, [d.away_from_zero(2, 3)]),
+        # -- shapes, joining and indexing (issue 14): rev (argsort, argpartition have no VJP)
+        "rev": (lambda x: lax.rev(x, (0, 2)), [d.normal(2, 3, 2)]),
+        # -- linear algebra (issue 14): the LAPACK host primitives, bound by name, on
+        # well-conditioned (a + 3I) and positive definite (x xᵀ + I) matrices made from the
+        # draws; eigenvector and singular-vector signs drop out of the squares
+        **linalg_cases(d),
+    }
+
+
+def _well(a):
+    return lax.add(a, 3 * np.eye(a.shape[-1]))
+
+
+def _spd(x):
+    return lax.add(lax.matmul(x, lax.transpose(x, (1, 0))), np.eye(x.shape[-1]))
+
+
+def linalg_cases(d: Domains) -> dict:
+    def trsolve(lower, transpose, unit):
+        return lambda a, b: bind("triangular_solve", _well(a), b, lower=lower,
+                                 transpose=transpose, unit_diagonal=unit)
+
+    def square(packed):
+        return lax.mul(packed, packed)
+    return {
+        "solve": (lambda a, b: bind("solve", _well(a), b), [d.normal(3, 3), d.normal(3, 2)]),
+        "triangular_solve": (trsolve(True, False, False), [d.normal(3, 3), d.normal(3, 2)]),
+        "triangular_solve_upper": (trsolve(False, True, True), [d.normal(3, 3), d.normal(3, 1)]),
+        "cholesky": (lambda x: bind("cholesky", _spd(x), upper=False), [d.normal(3, 3)]),
+        "cholesky_upper": (lambda x: bind("cholesky", _spd(x), upper=True), [d.normal(3, 3)]),
+        "eigh": (lambda x: square(bind("eigh", x, lower=True)), [d.normal(3, 3)]),
+        "eigh_upper": (lambda x: square(bind("eigh", x, lower=False)), [d.normal(3, 3)]),
+        "svd": (lambda x: square(bind("svd", x)), [d.normal(3, 2)]),
+        "svd_wide": (lambda x: square(bind("svd", x)), [d.normal(2, 3)]),
+        "qr": (lambda x: bind("qr", x), [d.normal(3, 2)]),
+        "qr_wide": (lambda x: bind("qr", x), [d.normal(2, 3)]),
+        "slogdet": (lambda a: bind("slogdet", _well(a)), [d.normal(3, 3)]),
+        "expm": (lambda x: bind("expm", 0.5 * x), [d.normal(3, 3)]),
     }
 
 

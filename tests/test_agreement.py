@@ -11,11 +11,13 @@ output element gets a different cotangent.
 
 import numpy as np
 import pytest
+import scipy.linalg
 
-from domains import Domains, custom_mul_sin, elementwise_cases
+from domains import Domains, case_prim, custom_mul_sin, elementwise_cases, primitive_cases
 
 import fusegrad as fg
 import fusegrad.nn as fnn
+import fusegrad.scipy  # noqa: F401 - scipy.linalg on tensors and tracers
 from fusegrad import lax
 from fusegrad.formulas import vjp_rules
 from fusegrad.testing import assert_backends_agree, check_grads
@@ -142,10 +144,29 @@ PROGRAMS = {
 }
 
 # One program per differentiable elementwise primitive, from its registry domain
-# (tests/domains.py), so a new elementwise primitive joins the zoo without an edit here.
+# (tests/domains.py), so a new elementwise primitive joins the zoo without an edit here; and
+# one per other primitive case of tests/domains.py that no program above traces.
 for _name, (_f, _xs) in elementwise_cases(Domains(seed=11, margin=0.3)).items():
     PROGRAMS[f"prim_{_name}"] = (lambda *xs, f=_f: total(f(*xs)), tuple(_xs),
                                  tuple(range(len(_xs))))
+for _name, (_f, _xs) in primitive_cases(Domains(seed=13, margin=0.3)).items():
+    if _name == case_prim(_name) and f"prim_{_name}" not in PROGRAMS:   # layout variants: no
+        _floats = tuple(k for k, x in enumerate(_xs) if np.asarray(x).dtype.kind == "f")
+        PROGRAMS[f"case_{_name}"] = (lambda *xs, f=_f: total(f(*xs)), tuple(_xs), _floats)
+
+# Linear algebra (issue 14): the LAPACK primitives through NumPy's and SciPy's names.
+_SQ = np.random.default_rng(12).standard_normal((3, 3)) + 3 * np.eye(3)
+_SPD = _SQ @ _SQ.T
+PROGRAMS.update({
+    "linalg_solve_det": (lambda a, b: total(np.linalg.solve(a, b)) + np.linalg.det(a),
+                         (_SQ, _SQ[:, :2]), (0, 1)),
+    "linalg_factorizations": (
+        lambda s, t: total(np.linalg.cholesky(s)) + total(np.linalg.eigh(s)[0])
+        + total(np.linalg.svd(t, compute_uv=False)) + total(np.linalg.qr(t)[1]), (_SPD, _SQ[:, :2]),
+        (0, 1)),
+    "linalg_scipy": (lambda a, b: total(scipy.linalg.solve_triangular(a, b, lower=True))
+                     + total(scipy.linalg.expm(0.3 * a)), (_SQ, _SQ[:, :2]), (0, 1)),
+})
 
 
 def _traced_prims(name) -> set:

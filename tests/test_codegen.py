@@ -432,19 +432,6 @@ def test_jitted_scalar_functions_take_the_fast_path():
     assert f(0.25)[0] == np.sin(0.25) * 0.25 + np.exp(-0.0625)
 
 
-def test_codegen_tables_cover_every_primitive():
-    """Each primitive has a scalar template, an index rule, a loop role or a step; composites
-    are lowered before codegen (and would run as host steps if one were left)."""
-    from fusegrad.codegen.index_maps import INDEX_RULES
-    from fusegrad.codegen.templates import MATH_FUNCS, TEMPLATES
-    from fusegrad.ir.primitives import COMPOSITES, ELEMENTWISE, PRIMITIVES
-    from fusegrad.passes.fusion import REDUCERS, SCANS, SCATTERS
-    scalar = set(TEMPLATES) | set(MATH_FUNCS) | {"convert"}
-    assert scalar == set(ELEMENTWISE)
-    handled = scalar | set(INDEX_RULES) | REDUCERS | SCATTERS | SCANS | {"matmul"}
-    assert set(PRIMITIVES) - handled == set(COMPOSITES)
-
-
 def test_scalar_results_of_a_kernel_keep_their_order_across_passes():
     b = Builder("passes")
     x = b.param(T("f64", (4, 5)), "x")

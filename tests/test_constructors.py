@@ -325,37 +325,34 @@ def test_float_and_item_inside_an_eager_grad_raise():
 
 # -- SciPy: the function the user called is named --------------------------------------------
 
-def lse(x):
-    return scipy.special.logsumexp(x)
+def laplace_logpdf(x):
+    return np.sum(scipy.stats.laplace.logpdf(x, loc=1.0, scale=2.0))
 
 
-def norm_logpdf(x):
-    return np.sum(scipy.stats.norm.logpdf(x, loc=1.0, scale=2.0))
-
-
-def mvn_logpdf(x):
-    return scipy.stats.multivariate_normal.logpdf(x, mean=np.zeros(3), cov=np.eye(3))
+def frozen_mvn_logpdf(x):
+    return scipy.stats.multivariate_normal(mean=np.zeros(3), cov=np.eye(3)).logpdf(x)
 
 
 def entropy(x):
     return scipy.stats.entropy(x * x)
 
 
+# SciPy functions fusegrad covers (logsumexp, norm.logpdf, ...: tests/test_scipy.py) record;
+# these it does not cover raise, naming the function and the user's line.
 @pytest.mark.parametrize("f, name, instead", [
-    (lse, "scipy.special.logsumexp", "fusegrad.nn.logsumexp"),
-    (norm_logpdf, "scipy.stats.norm.logpdf", "NumPy operations"),
-    (mvn_logpdf, "scipy.stats.multivariate_normal.logpdf", "NumPy operations"),
+    (laplace_logpdf, "scipy.stats.laplace.logpdf", "NumPy operations"),
+    (frozen_mvn_logpdf, "scipy.stats", "NumPy operations"),
     (entropy, "scipy.stats.entropy", "NumPy operations"),
 ])
 def test_scipy_functions_are_named_with_the_users_line(f, name, instead):
-    for msg in raises_everywhere(f, match=f"^{name} is not differentiable"):
+    for msg in raises_everywhere(f, match=f"^{name}.* is not differentiable"):
         assert line_of(f) in msg and instead in msg and "scipy/" not in msg
 
 
 def test_a_scipy_ufunc_is_named_as_scipys():
     def f(x):
-        return np.sum(scipy.special.expit(x))
-    raises_everywhere(f, match=f"no rule for scipy.special.expit \\(at .*{line_of(f)}\\)",
+        return np.sum(scipy.special.erfcx(x))
+    raises_everywhere(f, match=f"no rule for scipy.special.erfcx \\(at .*{line_of(f)}\\)",
                       error=TypeError)
 
 

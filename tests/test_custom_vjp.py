@@ -353,8 +353,9 @@ def top_eigenvalue(a):
 
 
 def top_eigenvalue_fwd(a):
-    w, v = np.linalg.eigh(np.asarray(a))
-    return w[-1], v[:, -1]
+    w, v = np.linalg.eig(np.asarray(a))       # general eig: fusegrad does not support it
+    k = np.argmax(w)
+    return w[k], v[:, k]
 
 
 def top_eigenvalue_bwd(v, g):

@@ -19,6 +19,7 @@ from fusegrad.ir import (
     print_function,
     PRIMITIVES,
     Primitive,
+    ShapeError,
     verify,
 )
 
@@ -170,6 +171,60 @@ def empty_fn():
 
 ALL_SAMPLES = [loss_fn, elementwise_fn, shapes_fn, indexing_fn, reductions_fn, constants_fn,
                composites_fn, odd_fn, empty_fn]
+
+
+def linalg_fn():
+    """Linear algebra (issue 14): the LAPACK host primitives, their bool params and the packed
+    results of eigh, svd, qr and slogdet."""
+    b = Builder("linalg")
+    a = b.param(T("f64", 2, 3, 3), "a")
+    rhs = b.param(T("f64", 2, 3, 1), "rhs")
+    tall = b.param(T("f32", 4, 2), "tall")
+    flags = {"lower": True, "transpose": False, "unit_diagonal": True}
+    outs = [b.add1("solve", [a, rhs], loc="la.py:1"),
+            b.add1("triangular_solve", [a, rhs], flags),
+            b.add1("cholesky", [a], {"upper": False}), b.add1("eigh", [a], {"lower": False}),
+            b.add1("svd", [tall], loc="la.py:2"), b.add1("qr", [tall]),
+            b.add1("slogdet", [a]), b.add1("expm", [a])]
+    return b.build(outs)
+
+
+ALL_SAMPLES.append(linalg_fn)
+
+
+def sorting_fn():
+    """Shapes and indexing (issue 14): rev, and the argsort / argpartition host primitives."""
+    b = Builder("sorting")
+    x = b.param(T("f64", 3, 4), "x")
+    flipped = b.add1("rev", [x], {"axes": (0, 1)}, loc="so.py:1")
+    order = b.add1("argsort", [flipped], {"axis": 1, "stable": True}, loc="so.py:2")
+    parts = b.add1("argpartition", [x], {"axis": 0, "kth": (0, -1)})
+    return b.build([flipped, order, parts])
+
+
+ALL_SAMPLES.append(sorting_fn)
+
+
+def registry_fn():
+    """Every primitive the samples above leave out that takes f64[3] operands and no params
+    (new elementwise and special-function primitives), so each prints and parses back."""
+    others = {op.prim for make in ALL_SAMPLES if make is not registry_fn for op in make().ops}
+    b = Builder("registry")
+    x, y = b.param(T("f64", 3), "x"), b.param(T("f64", 3), "y")
+    outs = []
+    for p in PRIMITIVES.values():
+        if p.name in others or p.arity not in (1, 2):
+            continue
+        try:
+            outs.append(b.add1(p.name, [x, y][:p.arity], loc=f"r.py:{len(outs) + 1}"))
+        except ShapeError:
+            continue
+    if "polygamma" not in others:   # its order is a param
+        outs.append(b.add1("polygamma", [x], {"n": 1}, loc="r.py:99"))
+    return b.build(outs or [x])
+
+
+ALL_SAMPLES.append(registry_fn)
 
 
 # ---------------------------------------------------------------- golden text

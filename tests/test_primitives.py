@@ -9,14 +9,17 @@ import math
 
 import numpy as np
 import pytest
+import scipy.linalg
 from scipy import special
 
 from domains import Domains
 
 import fusegrad as fg
 from fusegrad import lax
+from fusegrad.dispatch import bind
 from fusegrad.ir import PRIMITIVES, ShapeError
 from fusegrad.numpy.elementwise import FLOAT_UNARY
+from fusegrad.numpy import special as fnp_special
 
 rng = np.random.default_rng(0)
 X = rng.standard_normal((3, 4))
@@ -30,6 +33,13 @@ IDX = np.array([2, 0, -1, 1])
 IDX2 = rng.integers(0, 4, (3, 2))
 A3 = rng.standard_normal((2, 3, 4))
 M3 = rng.standard_normal((2, 4, 5))
+SQ = X[:, :3] + 3 * np.eye(3)            # linear algebra (issue 14): well conditioned,
+SPD = SQ @ SQ.T                            # symmetric positive definite
+
+
+def _packed(batch, *results):
+    """NumPy's results as one array, as ir/linalg.py packs them: each flat after the batch."""
+    return np.concatenate([np.reshape(r, batch + (-1,)) for r in results], axis=-1)
 
 
 def run(f, *args, **kw):
@@ -154,6 +164,42 @@ CASES = [
     ("gelu", lambda x: lax.gelu(x, False), (X,),
      lambda x: 0.5 * x * (1 + special.erf(x / math.sqrt(2)))),
     ("custom_vjp_call", _custom_tanh, (X,), np.tanh),
+    # -- special functions (issue 14, SciPy)
+    ("lgamma", lax.lgamma, (3 * X,), special.gammaln),
+    ("gamma", lax.gamma, (3 * X,), special.gamma),
+    ("erfc", lax.erfc, (3 * X,), special.erfc),
+    ("polygamma", lambda x: fnp_special.polygamma(3, x), (POS,), lambda x: special.polygamma(3, x)),
+    ("erfinv", fnp_special.erfinv, (np.tanh(X),), special.erfinv),
+    ("erfcinv", fnp_special.erfcinv, (1 + np.tanh(X),), special.erfcinv),
+    ("log_ndtr", fnp_special.log_ndtr, (10 * X,), special.log_ndtr),
+    ("i0", fnp_special.i0, (3 * X,), special.i0),
+    ("i1", fnp_special.i1, (3 * X,), special.i1),
+    ("i0e", fnp_special.i0e, (3 * X,), special.i0e),
+    ("i1e", fnp_special.i1e, (3 * X,), special.i1e),
+    # -- elementwise breadth (issue 14)
+    ("atan2", lax.atan2, (X, Y), np.arctan2),
+    ("hypot", lax.hypot, (X, Y), np.hypot),
+    ("signbit", lax.signbit, (np.array([-0.0, 0.0, -np.nan, np.nan, -1.0, 2.0]),), np.signbit),
+    # -- shapes, joining and indexing (issue 14)
+    ("rev", lambda x: lax.rev(x, (0, 2)), (A3,), lambda x: x[::-1, :, ::-1]),
+    ("argsort", lambda x: lax.argsort(x, 0, stable=True), (np.round(X),),
+     lambda x: np.argsort(x, axis=0, kind="stable")),
+    ("argpartition", lambda x: lax.argpartition(x, (1,), 1), (X,),
+     lambda x: np.argpartition(x, 1, axis=1)),
+    # -- linear algebra (issue 14): LAPACK host steps; packed results as ir/linalg.py lays out
+    ("solve", lambda a, b: bind("solve", a, b), (SQ, X[:, :2]), np.linalg.solve),
+    ("triangular_solve", lambda a, b: bind("triangular_solve", a, b, lower=True,
+                                           transpose=True, unit_diagonal=False),
+     (SQ, X[:, :2]), lambda a, b: scipy.linalg.solve_triangular(a, b, trans=1, lower=True)),
+    ("cholesky", lambda a: bind("cholesky", a, upper=False), (SPD,), np.linalg.cholesky),
+    ("eigh", lambda a: bind("eigh", a, lower=True), (SPD,),
+     lambda a: _packed((), *np.linalg.eigh(a))),
+    ("svd", lambda a: bind("svd", a), (X,),
+     lambda a: _packed((), *np.linalg.svd(a, full_matrices=False))),
+    ("qr", lambda a: bind("qr", a), (X.T,), lambda a: _packed((), *np.linalg.qr(a))),
+    ("slogdet", lambda a: bind("slogdet", a), (M3[..., :4],),
+     lambda a: _packed((2,), *np.linalg.slogdet(a))),
+    ("expm", lambda a: bind("expm", a), (SQ,), scipy.linalg.expm),
 ]
 
 # The NumPy dispatch table's one-primitive float functions (fusegrad.numpy's FLOAT_UNARY) get a

@@ -76,7 +76,8 @@ def cache_dir() -> Path:
 
 def versions() -> str:
     """Everything besides the text that decides the compiled code, as one header line."""
-    helpers = [(_HERE / name) for name in ("support.py", "mathlib.py", "blas.py", "pool.py")]
+    helpers = [(_HERE / name) for name in ("support.py", "mathlib.py", "mathlib_ops.py",
+                                           "mathlib_arc.py", "blas.py", "pool.py")]
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in helpers if p.exists()))
     return (f"fusegrad {version.__version__}, numba {numba.__version__}, numpy {np.__version__},"
             f" python {sys.version.split()[0]}, helpers {digest.hexdigest()[:16]},"

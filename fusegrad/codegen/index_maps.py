@@ -68,6 +68,16 @@ def _slice(k, op, I):
         for i, a, s in zip(I, p["start"], p["step"])))
 
 
+def _rev(k, op, I):
+    """Reversed axes read from the other end: index (n - 1) - i, no load of an index array
+    (n is the size's symbol, so the text depends on ranks, not sizes)."""
+    (x,) = op.inputs
+    axes = op.params["axes"]
+    return k.emit(x, tuple(_bin(_bin(_const(k, n), "-", Expr("1")), "-", i)
+                           if a in axes and n != 1 else i
+                           for a, (i, n) in enumerate(zip(I, x.shape))))
+
+
 def _take(k, op, I):
     x, idx = op.inputs
     a = op.params["axis"] % x.type.ndim
@@ -156,6 +166,7 @@ INDEX_RULES = {
     "reshape": _reshape,
     "transpose": _transpose,
     "slice": _slice,
+    "rev": _rev,
     "take": _take,
     "take_along_axis": _take_along_axis,
     "pad": _pad,

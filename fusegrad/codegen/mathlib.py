@@ -25,148 +25,18 @@ the big ones (erf, logistic) reliably inline and vectorize. The pasted code take
 flags: fastmath={'reassoc'} leaves every result bit-identical (tested), full fastmath breaks
 inf/nan handling; divisions are bare fdiv, so any error_model vectorizes. Without FMA hardware
 (pre-AVX2 x86) llvm.fma becomes a libm call: still correct, but slow. `FUNCS` maps
-(name, "f64" | "f32") to the function for code generation.
+(name, "f64" | "f32") to the function for code generation; atan2 and hypot take two operands.
+
+This module holds exp, expm1, log, log1p, tanh, logistic, erf, sin and cos; mathlib_arc.py the
+arc functions (atan, atan2, asin, acos, asinh, acosh, atanh), cbrt and hypot, all within 1.25
+ulp (its docstring has the table); mathlib_ops.py the LLVM-level building blocks both use.
 """
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, types
-from numba.extending import intrinsic
 
-# inline="always": Numba pastes the IR into the caller. Left to LLVM, erf and logistic are too
-# big to inline, and a call in the loop body stops vectorization.
-_jit = njit(inline="always", error_model="numpy", fastmath=False)
-
-
-# LLVM intrinsics, emitted in place: the vectorizer sees through them, not through a libm call.
-# Each accepts one float type only: a float64 sneaking into a float32 function is a typing error.
-
-
-def _llvm(name):
-    def codegen(context, builder, sig, args):
-        ty = args[0].type
-        fnty = ir.FunctionType(ty, [ty] * len(args))
-        return builder.call(builder.module.declare_intrinsic(name, [ty], fnty), args)
-
-    return codegen
-
-
-def _same_float(*tys):
-    return tys[0] if isinstance(tys[0], types.Float) and len(set(tys)) == 1 else None
-
-
-@intrinsic
-def fma(typingctx, a, b, c):
-    """a*b + c with one rounding."""
-    t = _same_float(a, b, c)
-    return t and (t(t, t, t), _llvm("llvm.fma"))
-
-
-@intrinsic
-def rint(typingctx, x):
-    """x rounded to the nearest integer, ties to even."""
-    t = _same_float(x)
-    return t and (t(t), _llvm("llvm.rint"))
-
-
-@intrinsic
-def floor(typingctx, x):
-    """x rounded down, as a float."""
-    t = _same_float(x)
-    return t and (t(t), _llvm("llvm.floor"))
-
-
-@intrinsic
-def copysign(typingctx, a, b):
-    """|a| with the sign bit of b."""
-    t = _same_float(a, b)
-    return t and (t(t, t), _llvm("llvm.copysign"))
-
-
-@intrinsic
-def _div(typingctx, a, b):
-    """a / b as a bare fdiv: no zero-division check, whatever the caller's error model."""
-    t = _same_float(a, b)
-    return t and (t(t, t), lambda context, builder, sig, args: builder.fdiv(*args))
-
-
-def _layout(fty):
-    """(int type, mantissa bits, exponent bias) of an LLVM float type."""
-    return (ir.IntType(64), 52, 1023) if fty == ir.DoubleType() else (ir.IntType(32), 23, 127)
-
-
-def _to_int(builder, k):
-    # k + 1.5*2**mant puts the integer k in the low bits. Unlike fptosi, this is defined for
-    # nan (which the callers then discard by arithmetic or a select).
-    ity, mant, _ = _layout(k.type)
-    magic = ir.Constant(k.type, 1.5 * 2.0**mant)
-    return builder.sub(builder.bitcast(builder.fadd(k, magic), ity), builder.bitcast(magic, ity))
-
-
-def _pow2_bits(builder, ki, fty):
-    ity, mant, bias = _layout(fty)
-    e = builder.shl(builder.add(ki, ir.Constant(ity, bias)), ir.Constant(ity, mant))
-    return builder.bitcast(e, fty)
-
-
-@intrinsic
-def _pow2(typingctx, k):
-    """2**k for an integer-valued float k in the normal exponent range."""
-    def codegen(context, builder, sig, args):
-        return _pow2_bits(builder, _to_int(builder, args[0]), args[0].type)
-
-    return k(k), codegen
-
-
-@intrinsic
-def _ldexp(typingctx, p, k):
-    """p * 2**k as p * 2**(k//2) * 2**(k - k//2): one rounding even when the result overflows
-    or is subnormal, for integer-valued |k| up to twice the exponent range."""
-    if p != k:
-        return None
-
-    def codegen(context, builder, sig, args):
-        p, k = args
-        ki = _to_int(builder, k)
-        k1 = builder.ashr(ki, ir.Constant(ki.type, 1))
-        s1, s2 = (_pow2_bits(builder, e, p.type) for e in (k1, builder.sub(ki, k1)))
-        return builder.fmul(builder.fmul(p, s1), s2)
-
-    return p(p, k), codegen
-
-
-@intrinsic
-def _frexp(typingctx, x):
-    """(m, k) with x = m * 2**k and sqrt(1/2) <= m < sqrt(2), for positive normal x."""
-    def codegen(context, builder, sig, args):
-        ity, mant, bias = _layout(args[0].type)
-        # Offsetting the bits by (1 - sqrt(1/2)) carries into the exponent exactly when the
-        # mantissa is >= sqrt(2); adding sqrt(1/2) back to the masked mantissa gives m.
-        one, low = (1023 << 52, 0x3FE6A09E << 32) if mant == 52 else (0x3F800000, 0x3F3504F3)
-        bits = builder.add(builder.bitcast(args[0], ity), ir.Constant(ity, one - low))
-        k = builder.sub(builder.lshr(bits, ir.Constant(ity, mant)), ir.Constant(ity, bias))
-        m = builder.and_(bits, ir.Constant(ity, (1 << mant) - 1))
-        m = builder.bitcast(builder.add(m, ir.Constant(ity, low)), args[0].type)
-        pair = (m, builder.sitofp(k, args[0].type))
-        return context.make_tuple(builder, sig.return_type, pair)
-
-    return types.UniTuple(x, 2)(x), codegen
-
-
-@intrinsic
-def _horner(typingctx, x, coeffs):
-    """Polynomial with coefficients highest degree first, as a chain of fma."""
-    if not (isinstance(coeffs, types.UniTuple) and coeffs.dtype == x):
-        return None  # a float64 table in a float32 function would widen every lane
-
-    def codegen(context, builder, sig, args):
-        fma_ = _llvm("llvm.fma")
-        acc = builder.extract_value(args[1], 0)
-        for i in range(1, sig.args[1].count):
-            acc = fma_(context, builder, sig, [acc, args[0], builder.extract_value(args[1], i)])
-        return acc
-
-    return x(x, coeffs), codegen
+from . import mathlib_arc
+from .mathlib_ops import (_div, _frexp, _horner, _jit, _ldexp, _pow2, _typed, copysign,
+                          floor, fma, rint)
 
 
 # Constants per dtype. Polynomial tables list coefficients highest degree first.
@@ -238,11 +108,6 @@ _F32 = {  # same functions, intervals and weights; values are exact float32
                 -0.01646517775952816, 0.07624910771846771, -0.4181607961654663,
                 -1.3649412393569946),  # on [1, 4]
 }
-
-
-def _typed(T, table):
-    """Cast every constant to T, so a float32 kernel never sees a float64."""
-    return {k: tuple(map(T, v)) if isinstance(v, tuple) else T(v) for k, v in table.items()}
 
 
 # The factories below close over constants of one dtype; Numba freezes closure values, so the
@@ -364,7 +229,7 @@ def _make_log(T, c):
         r = nan if x < -one else r
         return -inf if x == -one else r
 
-    return log, log1p
+    return log, log1p, kernel
 
 
 def _make_erf(T, c, exp):
@@ -415,15 +280,17 @@ def _build(T, table):
     c = _typed(T, table)
     exp, expm1, reduce, expm1_r = _make_exp(T, c)
     tanh, sigmoid = _make_tanh_sigmoid(T, c, reduce, expm1_r)
-    log, log1p = _make_log(T, c)
+    log, log1p, kernel = _make_log(T, c)
     sin, cos = _make_trig(T, c)
     erf = _make_erf(T, c, exp)
     return {"exp": exp, "expm1": expm1, "log": log, "log1p": log1p, "tanh": tanh,
-            "logistic": sigmoid, "erf": erf, "sin": sin, "cos": cos}
+            "logistic": sigmoid, "erf": erf, "sin": sin, "cos": cos}, kernel
 
 
-_f64, _f32 = _build(np.float64, _F64), _build(np.float32, _F32)
-FUNCS = {(name, dt): f for dt, fs in (("f64", _f64), ("f32", _f32)) for name, f in fs.items()}
+(_f64, _logs64), (_f32, _logs32) = _build(np.float64, _F64), _build(np.float32, _F32)
+_arc64, _arc32 = mathlib_arc.build(np.float64, _logs64), mathlib_arc.build(np.float32, _logs32)
+FUNCS = {(name, dt): f for dt, fs in (("f64", {**_f64, **_arc64}), ("f32", {**_f32, **_arc32}))
+         for name, f in fs.items()}
 
 exp64, expm1_64, log64, log1p64, tanh64, sigmoid64, erf64, sin64, cos64 = _f64.values()
 exp32, expm1_32, log32, log1p32, tanh32, sigmoid32, erf32, sin32, cos32 = _f32.values()

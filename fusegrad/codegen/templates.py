@@ -72,8 +72,8 @@ def literal(value, dtype: str) -> str:
 def render(prim: str, dtype: str, operands: list[str], vectorized: bool = True) -> str:
     """The scalar expression of an elementwise op; dtype is the operands' dtype. `vectorized`
     asks for mathlib's inlined functions, else the math module's (libm) calls."""
-    if prim in MATH_FUNCS:
-        return f"{math_name(prim, dtype, vectorized)}({operands[0]})"
+    if prim in MATH_FUNCS:      # unary, or binary (atan2, hypot)
+        return f"{math_name(prim, dtype, vectorized)}({', '.join(operands)})"
     template = TEMPLATES[prim]
     if isinstance(template, dict):
         template = template.get(dtype) or template["f"]

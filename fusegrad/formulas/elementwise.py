@@ -79,6 +79,37 @@ def atan(g, out, x):
     return (g / (1 + x * x),)
 
 
+# The inverse functions as JAX writes them, with 1 - x**2 as (1 - x)(1 + x), exact near ±1.
+@_vjp("asin", "AsinBackward", reads="x")
+def asin(g, out, x):
+    return (g * lax.rsqrt((1 - x) * (1 + x)),)
+
+
+@_vjp("acos", "AcosBackward", reads="x")
+def acos(g, out, x):
+    return (-g * lax.rsqrt((1 - x) * (1 + x)),)
+
+
+@_vjp("asinh", "AsinhBackward", reads="x")
+def asinh(g, out, x):
+    return (g * lax.rsqrt(x * x + 1),)
+
+
+@_vjp("acosh", "AcoshBackward", reads="x")
+def acosh(g, out, x):
+    return (g * lax.rsqrt((x - 1) * (x + 1)),)
+
+
+@_vjp("atanh", "AtanhBackward", reads="x")
+def atanh(g, out, x):
+    return (g / ((1 - x) * (1 + x)),)
+
+
+@_vjp("cbrt", "CbrtBackward", reads="out")
+def cbrt(g, out, x):
+    return (g / (3 * out * out),)   # inf at 0, as the derivative
+
+
 # ---------------------------------------------------------------------------------------------
 # Elementwise: binary (results in the broadcast shape; the driver un-broadcasts).
 
@@ -142,6 +173,22 @@ def maximum(g, out, x, y):
 def minimum(g, out, x, y):
     xr, yr = _is_result(x, y, lax.le), _is_result(y, x, lax.le)
     return _share(g, xr, yr), _share(g, yr, xr)
+
+
+@_vjp("atan2", "Atan2Backward", reads="x y")
+def atan2(g, out, x, y):
+    """out = atan2(x, y), the angle of (y, x): y / r**2 and -x / r**2 (nan at the origin, as
+    PyTorch and JAX)."""
+    s = g / (x * x + y * y)
+    return s * y, -s * x
+
+
+@_vjp("hypot", "HypotBackward", reads="out x y")
+def hypot(g, out, x, y):
+    """x / out and y / out; 0 at the origin (as a norm's gradient there), where x = y = 0 and
+    the denominator is made 1 (the double-where pattern keeps the second derivative finite)."""
+    s = g / lax.select(lax.eq(out, 0), 1.0, out)
+    return s * x, s * y
 
 
 @_vjp("remainder", "RemainderBackward", reads="x y")

@@ -57,6 +57,11 @@ def concatenate(g, out, *xs, axis):
                  for a, b in zip([0] + ends[:-1], ends))
 
 
+@_vjp("rev", "FlipBackward", reads="")
+def rev(g, out, x, *, axes):
+    return (lax.rev(g, axes),)
+
+
 @_vjp("take", "IndexSelectBackward", reads="x.shape idx")
 def take(g, out, x, idx, *, axis):
     return lax.scatter_add(idx, g, axis % len(x.shape), x.shape), None

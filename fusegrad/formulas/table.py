@@ -11,6 +11,10 @@ from ..ir.types import NP_DTYPES, dtype_name
 NON_DIFFERENTIABLE = frozenset((
     "sign", "lt", "le", "gt", "ge", "eq", "ne", "and", "or", "not",
     "argmax", "argmin", "full", "iota", "constant", "floor", "ceil", "round", "trunc",
+    # shapes, joining and indexing (issue 14): the permutations sort and partition take along
+    "argsort", "argpartition",
+    # elementwise breadth (issue 14): the sign bit
+    "signbit",
 ))
 
 vjp_rules: dict = {}

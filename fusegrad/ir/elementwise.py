@@ -45,6 +45,17 @@ def _binary(prim, x, y):
     return x
 
 
+def _binary_float(prim, x, y):
+    require_same(prim, x, y)
+    require_float(prim, x, y)
+    return x
+
+
+def _float_predicate(prim, x):
+    require_float(prim, x)
+    return x.with_dtype("bool")
+
+
 def _compare(prim, x, y):
     require_same(prim, x, y)
     return x.with_dtype("bool")
@@ -77,6 +88,12 @@ def unary_numeric(name, impl, semantics, *, domain="normal", **fields):
 def binary(name, impl, semantics, *, domain=("normal", "normal"), **fields):
     return define(name, "elementwise", _binary, impl, section="Elementwise",
                   doc=Doc(PAIR, "", "same as x", semantics), domain=domain, **fields)
+
+
+def binary_float(name, impl, semantics, *, domain=("normal", "normal"), **fields):
+    return define(name, "elementwise", _binary_float, impl, section="Elementwise",
+                  doc=Doc("x, y: equal float types", "", "same as x", semantics), domain=domain,
+                  **fields)
 
 
 def comparison(name, impl, symbol, llvm):
@@ -155,6 +172,28 @@ unary_float("logistic", _logistic, "sigmoid 1/(1+e^-x), computed stably",
             libm="stable_logistic_{dtype}")
 unary_float("erf", _erf, "the error function", libm="math.erf", llvm=_call("erf"))
 unary_float("atan", np.arctan, "arc tangent", libm="math.atan", llvm=_call("atan"))
+# The inverse functions, cbrt and hypot: mathlib's vectorized forms in kernels (mathlib_arc.py)
+unary_float("asin", np.arcsin, "arc sine; nan outside [-1, 1]", domain="unit", libm="math.asin",
+            llvm=_call("asin"))
+unary_float("acos", np.arccos, "arc cosine; nan outside [-1, 1]", domain="unit",
+            libm="math.acos", llvm=_call("acos"))
+unary_float("asinh", np.arcsinh, "inverse hyperbolic sine", libm="math.asinh",
+            llvm=_call("asinh"))
+unary_float("acosh", np.arccosh, "inverse hyperbolic cosine; nan below 1",
+            domain="above_one", libm="math.acosh", llvm=_call("acosh"))
+unary_float("atanh", np.arctanh, "inverse hyperbolic tangent; ±inf at ±1, nan beyond",
+            domain="unit", libm="math.atanh", llvm=_call("atanh"))
+unary_float("cbrt", np.cbrt, "cube root, odd (cbrt(-8) = -2)", domain="away_from_zero",
+            libm="np.cbrt", llvm=_call("cbrt"))
+binary_float("atan2", np.arctan2, "`np.arctan2(x, y)`: the angle of the point (y, x), in "
+             "[-π, π]", libm="math.atan2", llvm=_call("atan2", 2))
+binary_float("hypot", np.hypot, "√(x² + y²) without overflow; inf if either is inf",
+             libm="math.hypot", llvm=_call("hypot", 2))
+define("signbit", "elementwise", _float_predicate, np.signbit, section="Elementwise",
+       doc=Doc(FLOAT, "", "bool, x's shape", "the sign bit: true for x < 0, -0.0 and -nan; "
+               "no gradient"),
+       numba="np.signbit({0})",
+       llvm=("{out}.i = bitcast double {0} to i64", "{out} = icmp slt i64 {out}.i, 0"))
 for _name, _np, _what in (("floor", "floor", "round down"), ("ceil", "ceil", "round up"),
                           ("round", "rint", "round to nearest, ties to even (`np.rint`)"),
                           ("trunc", "trunc", "round toward zero")):

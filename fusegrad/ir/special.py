@@ -1,4 +1,93 @@
-"""Special functions (issue 14): scipy.special's gammaln, digamma, erfinv, ... as primitives,
-each with its shape rule, reference implementation and docs row."""
+"""Special functions (issue 14): log-gamma and the gamma family, the complementary and inverse
+error functions, log Φ (log_ndtr) and the modified Bessel functions of orders 0 and 1.
+
+Where Numba evaluates the function itself (math.lgamma, math.erfc and math.gamma are C's
+lgamma, erfc and tgamma), the primitive is elementwise: it fuses into loops and has a
+straight-line LLVM form. The others have no Numba form and are "host" primitives: compiled code
+calls SciPy's ufunc between kernels. Either way the reference implementation (interp, eager,
+constant folding, host steps) is scipy.special's ufunc, imported on the first evaluation, so
+`import fusegrad` does not pay SciPy's ~0.5 s; results keep the operand's dtype as the ufuncs
+do.
+
+polygamma carries its order as the static param `n` (digamma is `polygamma {n=0}`), so every
+derivative of the family is the next member: lgamma' = polygamma 0, polygamma n' = polygamma
+n+1. Domains follow SciPy: lgamma is log|Γ(x)| (+inf at the poles), gamma is nan at the negative
+integers, erfinv is ±inf at ±1 and nan outside [-1, 1].
+"""
 
 from __future__ import annotations
+
+import numpy as np
+
+from .elementwise import FLOAT, _call, _unary_float
+from .registry import Doc, define, fail, require_float
+
+SECTION = "Special functions"
+
+
+def _special(name):
+    """scipy.special's function `name`, imported on first use."""
+    try:
+        import scipy.special
+    except ImportError:  # pragma: no cover - scipy is optional
+        raise ImportError(f"fusegrad evaluates the special function {name} with scipy.special: "
+                          f"install scipy") from None
+    return getattr(scipy.special, name)
+
+
+def _scipy_unary(name):
+    """x -> scipy.special.<name>(x) in x's dtype."""
+    def impl(x):
+        x = np.asarray(x)
+        return np.asarray(_special(name)(x), dtype=x.dtype)
+    impl.__name__ = impl.__qualname__ = name
+    return impl
+
+
+def _polygamma(x, *, n):
+    x = np.asarray(x)
+    out = _special("psi")(x) if n == 0 else _special("polygamma")(n, x)
+    return np.asarray(out, dtype=x.dtype)
+
+
+def _polygamma_rule(prim, x, *, n):
+    require_float(prim, x)
+    if type(n) is not int or n < 0:
+        fail(prim, f"the order n must be a non-negative int, got {n!r}", x)
+    return x
+
+
+def _libm(name, scipy_name, libm, llvm, semantics, domain):
+    """An elementwise special function that Numba evaluates with `libm`."""
+    define(name, "elementwise", _unary_float, _scipy_unary(scipy_name), section=SECTION,
+           libm=libm, llvm=_call(llvm), domain=domain,
+           doc=Doc(FLOAT, "", "same as x", semantics))
+
+
+def _host(name, scipy_name, semantics):
+    """A special function compiled code calls SciPy for (a host step)."""
+    define(name, "host", _unary_float, _scipy_unary(scipy_name), section=SECTION,
+           doc=Doc(FLOAT, "", "same as x", semantics))
+
+
+# -- the table ------------------------------------------------------------------------------
+
+_libm("lgamma", "gammaln", "math.lgamma", "lgamma", "log\\|Γ(x)\\| (`scipy.special.gammaln`)",
+      "positive")
+_libm("gamma", "gamma", "math.gamma", "tgamma", "Γ(x) (`scipy.special.gamma`)", "positive")
+_libm("erfc", "erfc", "math.erfc", "erfc", "1 - erf(x) without cancellation "
+      "(`scipy.special.erfc`)", "normal")
+
+define("polygamma", "host", _polygamma_rule, _polygamma, section=SECTION,
+       doc=Doc(FLOAT, "`n`: int ≥ 0", "same as x",
+               "ψ⁽ⁿ⁾(x), the n-th derivative of digamma ψ = Γ'/Γ (`scipy.special.polygamma`; "
+               "n = 0 is `digamma`); host step"))
+_host("erfinv", "erfinv", "the inverse of erf on (-1, 1) (`scipy.special.erfinv`); host step")
+_host("erfcinv", "erfcinv", "the inverse of erfc on (0, 2) (`scipy.special.erfcinv`); "
+      "host step")
+_host("log_ndtr", "log_ndtr", "log Φ(x), the log of the standard normal CDF, accurate in both "
+      "tails (`scipy.special.log_ndtr`); host step")
+_host("i0", "i0", "I₀(x), modified Bessel function of order 0 (`scipy.special.i0`); host step")
+_host("i1", "i1", "I₁(x), modified Bessel function of order 1 (`scipy.special.i1`); host step")
+_host("i0e", "i0e", "e^-\\|x\\| I₀(x), exponentially scaled (`scipy.special.i0e`); host step")
+_host("i1e", "i1e", "e^-\\|x\\| I₁(x), exponentially scaled (`scipy.special.i1e`); host step")

@@ -134,6 +134,19 @@ define("concatenate", "shape", _concatenate_rule,
                "`axis` (may be negative)", "sum of sizes along axis",
                "`np.concatenate(xs, axis)`"))
 
+
+def _rev_rule(prim, x, *, axes):
+    if list(axes) != sorted(set(axes)) or any(not 0 <= a < x.ndim for a in axes):
+        fail(prim, f"axes {tuple(axes)} must be sorted, distinct axes of the operand", x)
+    return x
+
+
+define("rev", "shape", _rev_rule, lambda x, *, axes: np.flip(x, tuple(axes)).copy(),
+       section="Shape manipulation",
+       doc=Doc("x", "`axes` (sorted, distinct)", "same as x",
+               "`np.flip(x, axes)`: element `i` of a reversed axis of size n is `x`'s `n-1-i` "
+               "(lax.rev); a copy, not a view"))
+
 # -- gathers and their transposes -----------------------------------------------------------
 
 
@@ -212,6 +225,31 @@ define("scatter_add_along_axis", "index", _scatter_add_along_axis_rule, _scatter
        doc=Doc("idx: i64, g: idx's shape", "`axis`, `shape` (g's rank)", "`shape`, g's dtype",
                "the transpose of `take_along_axis`: `zeros(shape)` with g added at idx along "
                "axis"))
+
+# -- sorting: the permutation, computed by NumPy between kernels --------------------------
+
+
+def _sort_rule(prim, x, *, axis, stable=False, kth=()):
+    if x.ndim == 0:
+        fail(prim, "needs an operand of rank >= 1", x)
+    n = x.shape[check_axis(prim, axis, x.ndim, x)]
+    if any(not -n <= k < n for k in kth):
+        fail(prim, f"kth {tuple(kth)} out of bounds for an axis of size {n}", x)
+    return TensorType("i64", x.shape)
+
+
+define("argsort", "host", _sort_rule,
+       lambda x, *, axis, stable: np.argsort(x, axis=axis, stable=stable).astype(np.int64),
+       section="Indexing and scatter",
+       doc=Doc("x: rank ≥ 1", "`axis`, `stable` (bool)", "i64, x's shape",
+               "`np.argsort(x, axis, stable=stable)`: NumPy's default sort unless stable (nan "
+               "last); `sort` is `take_along_axis(x, argsort(x))`"))
+define("argpartition", "host", _sort_rule,
+       lambda x, *, axis, kth: np.argpartition(x, kth, axis=axis).astype(np.int64),
+       section="Indexing and scatter",
+       doc=Doc("x: rank ≥ 1", "`axis`, `kth` (tuple of ints)", "i64, x's shape",
+               "`np.argpartition(x, kth, axis)`: `partition` is `take_along_axis(x, "
+               "argpartition(x))`"))
 
 # -- creation -------------------------------------------------------------------------------
 

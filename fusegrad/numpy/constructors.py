@@ -8,6 +8,11 @@ update `index_update(x, key, v)` (JAX's x.at[key].set(v), PyTorch's index_put_):
 works out which elements of x the key selects and which element of v lands on each, on index
 arrays, and the update is a take from v and a select against x. Its gradient needs no rule of
 its own: x gets g where it was kept, v the sum of g over the places it was written to.
+
+linspace with traced endpoints follows NumPy's arithmetic: start + i * ((stop - start) / div),
+the last sample replaced by stop itself. (NumPy, where that step underflows to 0, divides i
+first; a traced step's value is not known, so that denormal case is not reproduced.) meshgrid is
+reshapes and broadcasts.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from ..dispatch import level
 from ..tracer.location import _is_foreign, _is_internal, user_location
 from .base import _dtype, _shape, _shape_arg, astype
 from .elementwise import where
-from .shapes import reshape, stack
+from .shapes import broadcast_to, concatenate, moveaxis, reshape, stack
 
 
 def copy(x):
@@ -196,8 +201,60 @@ def _sources(value_shape, target_shape) -> np.ndarray:
                          f"shape {list(target_shape)} (at {user_location(full=True)})") from None
 
 
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *,
+             device=None):
+    """NumPy's arithmetic (module docstring), differentiable in start and stop."""
+    num = int(num)
+    if num < 0:
+        raise ValueError(f"Number of samples, {num}, must be non-negative.")
+    div = num - 1 if endpoint else num
+    start, stop = (v if level(v) or isinstance(v, (int, float)) else np.asarray(v)
+                   for v in (start, stop))
+    # inexact, as NumPy's; Python numbers are weak (a float32 endpoint keeps float32)
+    dt = np.result_type(*(_dtype(v) if level(v) else v for v in (start, stop)), np.float16)
+    start, stop = (v if _dtype(v) == dt else astype(v, dt) for v in (start, stop))
+    delta = stop - start
+    shape = (num,) + _shape(delta)
+    y = lax.iota(shape, dt, 0)
+    if div > 0:
+        step = delta / div
+        y = y * lax.broadcast_in_dim(step, shape, range(1, len(shape)))
+    else:
+        step = np.nan
+        y = y * lax.broadcast_in_dim(delta, shape, range(1, len(shape)))
+    y = y + start
+    if endpoint and num > 1:
+        last = reshape(broadcast_to(stop, _shape(delta)), (1,) + _shape(delta))
+        y = concatenate([lax.slice(y, (0,) * len(shape), (num - 1,) + shape[1:]), last], 0)
+    if axis != 0:
+        y = moveaxis(y, 0, axis)
+    if dtype is not None and np.dtype(dtype).kind in "iu":
+        y = lax.floor(y)
+    if dtype is not None and np.dtype(dtype) != dt:
+        y = astype(y, dtype)
+    return (y, step) if retstep else y
+
+
+def meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
+    if indexing not in ("xy", "ij"):
+        raise ValueError("Valid values for `indexing` are 'xy' and 'ij'.")
+    ndim = len(xi)
+    shapes = [[1] * ndim for _ in xi]
+    for i, row in enumerate(shapes):
+        row[i] = -1
+    if indexing == "xy" and ndim > 1:
+        shapes[0][:2], shapes[1][:2] = [1, -1], [-1, 1]
+    out = [reshape(x if level(x) else np.asarray(x), shape) for x, shape in zip(xi, shapes)]
+    if not sparse:
+        full = np.broadcast_shapes(*[_shape(x) for x in out])
+        out = [broadcast_to(x, full) for x in out]
+    return tuple(out)
+
+
 __all__ = [
     "array", "asarray", "copy", "full_like", "index_update", "ones_like", "zeros_like",
+    # issue 14, shapes and joining
+    "linspace", "meshgrid",
 ]
 
 # NumPy's functions that land here through __array_ufunc__ / __array_function__.
@@ -205,4 +262,5 @@ HANDLED = {
     np.copy: copy, np.zeros_like: zeros_like, np.ones_like: ones_like, np.full_like: full_like,
     # NumPy dispatches its constructors only given like=x; without it conversion.py raises
     np.array: array, np.asarray: asarray, np.asanyarray: asarray, np.ascontiguousarray: asarray,
+    np.linspace: linspace, np.meshgrid: meshgrid,
 }
