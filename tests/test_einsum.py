@@ -10,6 +10,7 @@ Many contractions share one program (a group returns a tuple), so each backend c
 import os
 
 import numpy as np
+from domains import scalarized as _scalar
 import pytest
 
 import fusegrad as fg
@@ -93,17 +94,6 @@ def test_forward_matches_numpy(name):
     want = _leaves(f(*args))
     _check_forward(f"{name} interp", _leaves(fg.jit(f, backend="interp")(*args)), want)
     _check_forward(f"{name} tensors", _leaves(f(*(fg.tensor(a) for a in args))), want)
-
-
-def _scalar(f, args):
-    """sum over f's outputs of <sin(output), u> for fixed random u: one number."""
-    us = [np.random.default_rng(i).standard_normal(np.shape(o))
-          for i, o in enumerate(f(*args))]
-
-    def scalar(*xs):
-        return sum(np.sum(np.sin(o) * u) for o, u in zip(f(*xs), us))
-    scalar.__name__ = f.__name__
-    return scalar
 
 
 @pytest.mark.parametrize("backend", ["eager", "interp"])

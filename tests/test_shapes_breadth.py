@@ -13,6 +13,7 @@ import os
 import warnings
 
 import numpy as np
+from domains import scalarized as _scalar
 import pytest
 
 import fusegrad as fg
@@ -201,17 +202,6 @@ COMPILED = {
     "copies": (compiled_copies, (X, V, A)),
     "matrices": (compiled_matrices, (X, V, A, Z)),
 }
-
-
-def _scalar(f, args):
-    """sum over f's outputs of <sin(output), u> for fixed random u: one number."""
-    us = [np.random.default_rng(i).standard_normal(np.shape(o))
-          for i, o in enumerate(f(*args))]
-
-    def scalar(*xs):
-        return sum(np.sum(np.sin(o) * u) for o, u in zip(f(*xs), us))
-    scalar.__name__ = f.__name__
-    return scalar
 
 
 @pytest.mark.parametrize("name", COMPILED)
