@@ -33,6 +33,7 @@ import numpy as np
 OMP_USER = os.environ.get("OMP_WAIT_POLICY")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before anything loads OpenMP; see OMP_NOTE
 os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")  # cold compile times
+os.environ.setdefault("FUSEGRAD_TIERED", "0")  # time compiled code from the first call
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:0] = [HERE, os.path.dirname(HERE)]  # references.py, and the working tree's fusegrad
 import references as ref  # noqa: E402 - needs the sys.path line above

@@ -10,6 +10,8 @@ import gc
 import inspect
 import os
 import threading
+import time
+import warnings
 
 import numpy as np
 
@@ -106,7 +108,7 @@ def _leaf_hints(treedef, prefix, out):
         for key, child in zip(treedef[1], treedef[2]):
             ok = prefix is not None and isinstance(key, str) and key.isidentifier()
             _leaf_hints(child, f"{prefix}.{key}" if ok else None, out)
-    elif kind in ("list", "tuple"):
+    elif kind in ("list", "tuple", "namedtuple"):
         for i, child in enumerate(treedef[1]):
             _leaf_hints(child, None if prefix is None else f"{prefix}.{i}", out)
 
@@ -130,42 +132,151 @@ class Lowered:
         self.ir = ir
         self.executable = executable
 
+    def compiled(self):
+        """The executable, after a tiered compile under way has finished."""
+        if isinstance(self.executable, Tiered):
+            self.executable = self.executable.wait()
+        return self.executable
+
     @property
     def source(self) -> str:
-        return getattr(self.executable, "source", "")
+        return getattr(self.compiled(), "source", "")
 
     @property
     def kernels(self) -> int:
-        return getattr(self.executable, "kernels", 0)
+        return getattr(self.compiled(), "kernels", 0)
 
     @property
     def clusters(self) -> list:
         """The ops of each fused kernel, for `lowered.ir.to_dot(clusters=lowered.clusters)`."""
-        clusters = getattr(self.executable, "clusters", None)
+        clusters = getattr(self.compiled(), "clusters", None)
         if clusters is None:
             from .passes.fusion import fuse
             clusters = fuse(self.ir).clusters
         return clusters
 
 
-def compile_function(fn, backend: str):
+def compile_function(fn, backend: str, tiered: bool = False):
     """Optimize fn and build an executable `run(leaves) -> list of arrays` for a backend: the
-    passes run here, for every backend; codegen and the interpreter take optimized IR."""
+    passes run here, for every backend; codegen and the interpreter take optimized IR. With
+    `tiered`, the numba backend's executable runs on the interpreter until Numba is done."""
     from .passes.pipeline import optimize
     ir = optimize(fn)
     if backend == "numba":
+        if tiered:
+            return Tiered(ir)
         from .codegen import compile_numba
         return compile_numba(ir)
     from .runtime.interpreter import Interpreted
     return Interpreted(ir)
 
 
+def tiered_default() -> bool:
+    """FUSEGRAD_TIERED=0 turns tiered execution off everywhere (fg.jit's tiered=True is the
+    default, tiered=False turns it off for one function)."""
+    return os.environ.get("FUSEGRAD_TIERED", "1") != "0"
+
+
+class Tiered:
+    """The numba backend's executable while Numba compiles off the caller's path.
+
+    Numba needs seconds (minutes for long unrolled programs) where the interpreter runs the
+    same optimized IR at once, at about hand-written NumPy speed. So the first calls run on
+    the interpreter while a child process compiles (codegen/background.py: a thread would
+    share the GIL with the caller, and a caller that keeps calling made the compile 2.6 times
+    slower), and the call after the compiled entry is ready switches to it. A daemon thread
+    waits for the child, loads the compiled module from the disk cache it filled, and, where
+    host steps leave segments to compile on their first run, runs it once on the first call's
+    arguments, so no Numba compile is left for a user's call. Straight-line programs compile
+    in the thread (no Numba, and llvmlite releases the GIL). Calls before and after the switch
+    are each correct; they may differ in the last bits (fused loops round in another order
+    than NumPy's calls).
+
+    A compile that fails leaves the function on the interpreter, with one RuntimeWarning that
+    says why. `wait()` blocks until the compiled entry is ready and returns it: `jit.lower`
+    and everything that inspects the generated code (source, kernels) call it.
+    """
+
+    def __init__(self, ir):
+        from .runtime.interpreter import Interpreted
+        self.ir = ir
+        self.interpreted = Interpreted(ir)
+        self.compiled = None
+        self.error = None
+        self._switched = False
+        self._thread = None
+        self._done = threading.Event()
+        self._start_lock = threading.Lock()
+
+    def _start(self, leaves):
+        with self._start_lock:
+            if self._thread is None:
+                self._start_time = time.perf_counter()
+                self._thread = threading.Thread(target=self._compile, args=(leaves,),
+                                                name=f"fusegrad-compile-{self.ir.name}",
+                                                daemon=True)
+                self._thread.start()
+
+    def _compile(self, leaves):
+        from . import codegen
+        from .codegen import background, straight
+        try:
+            if not straight.supports(self.ir):
+                try:
+                    background.compile_in_child(self.ir)
+                except Exception as e:  # noqa: BLE001 - compile here instead, and say why
+                    log_compile(f"tiered {self.ir.name}: compiling in this process ({e})")
+            compiled = codegen.compile_numba(self.ir)
+            if leaves is not None and not getattr(compiled, "precompiled", True):
+                compiled(leaves)         # host segments compile on their first run: now
+            self.compiled = compiled
+        except Exception as e:  # noqa: BLE001 - reported on the next call, kept on interp
+            self.error = e
+        finally:
+            self._done.set()
+
+    def __call__(self, leaves) -> list:
+        compiled = self.compiled
+        if compiled is not None:
+            if not self._switched:
+                self._switch()
+            return compiled(leaves)
+        if self._thread is None:
+            self._start([np.array(x) for x in leaves])
+        elif self.error is not None and not self._switched:
+            self._switch()
+        return self.interpreted(leaves)
+
+    def _switch(self):
+        self._switched = True
+        if self.error is not None:
+            warnings.warn(f"fusegrad: compiling @{self.ir.name} with Numba failed "
+                          f"({type(self.error).__name__}: {self.error}); its calls keep "
+                          f"running on the interpreter", RuntimeWarning, stacklevel=4)
+            return
+        log_compile(f"tiered {self.ir.name}: the numba entry is ready after "
+                    f"{time.perf_counter() - self._start_time:.3f} s; calls switch from interp")
+
+    def wait(self):
+        """The compiled executable, once Numba is done (raises what the compile raised)."""
+        self._start(None)
+        self._done.wait()
+        if self.error is not None:
+            raise self.error
+        return self.compiled
+
+    @property
+    def ready(self) -> bool:
+        return self._done.is_set()
+
+
 class Jitted:
-    def __init__(self, fun, static_argnums=(), backend=None):
+    def __init__(self, fun, static_argnums=(), backend=None, tiered=True):
         functools.update_wrapper(self, fun)
         self.fun = fun
         self.static_argnums = _normalize_argnums(static_argnums)
         self.backend = _check_backend(backend)
+        self.tiered = tiered
         self._entries: dict = {}
         self._last_sig = None
         self._lock = threading.Lock()
@@ -191,7 +302,8 @@ class Jitted:
                     log_compile(explain_miss(_name_of(self.fun), self._last_sig, sig))
                     with gc_paused():
                         fn, out_tree = trace_signature(self.fun, sig, self.static_argnums)
-                        executable = compile_function(fn, backend)
+                        executable = compile_function(fn, backend,
+                                                      self.tiered and tiered_default())
                     entry = self._entries[key] = (Lowered(fn, getattr(executable, "ir", fn),
                                                           executable), out_tree)
                     self._last_sig = sig
@@ -225,7 +337,7 @@ class Jitted:
                 n = len(all_args) - len(names)
                 return fun(*all_args[:n], **dict(zip(names, all_args[n:])))
             jitted = self._by_keywords[names] = Jitted(positional, self.static_argnums,
-                                                       self.backend)
+                                                       self.backend, self.tiered)
         return jitted(*args, *(kwargs[k] for k in names))
 
     def _call_slow(self, args):
@@ -248,11 +360,15 @@ class Jitted:
         return unflatten(out_tree, lowered.executable(arrays))
 
     def lower(self, *args) -> Lowered:
+        """The compiled entry for these arguments, compiled now (a tiered compile under way
+        is waited for): compile-then-run."""
         backend = self._backend()
         if backend == "eager":
             backend = "interp"
         sig, _ = signature_of(args, self.static_argnums)
-        return self._entry(sig, backend)[0]
+        lowered = self._entry(sig, backend)[0]
+        lowered.compiled()
+        return lowered
 
     @property
     def cache_size(self) -> int:
@@ -317,6 +433,9 @@ def _rebuilder(treedef):
                 items.append(f"k{len(consts) - 1}: {expr(child, counter)}")
             return "{" + ", ".join(items) + "}"
         items = [expr(child, counter) for child in node[1]]
+        if kind == "namedtuple":
+            consts[f"k{len(consts)}"] = node[2]
+            return f"k{len(consts) - 1}(" + ", ".join(items) + ")"
         if kind == "list":
             return "[" + ", ".join(items) + "]"
         return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
@@ -331,11 +450,17 @@ def _differentiating_eagerly(args) -> bool:
         level(x) == 1 and x.requires_grad for x in flatten(list(args))[0])
 
 
-def jit(fun=None, static_argnums=(), backend=None):
-    """Compile fun per call signature; usable as @fg.jit or @fg.jit(static_argnums=...)."""
+def jit(fun=None, static_argnums=(), backend=None, tiered=True):
+    """Compile fun per call signature; usable as @fg.jit or @fg.jit(static_argnums=...).
+
+    With `tiered` (the default; FUSEGRAD_TIERED=0 turns it off everywhere), the numba
+    backend's first calls run on the interpreter while Numba compiles in the background, and
+    later calls run the compiled code once it is ready (see Tiered). `jitted.lower(*args)`
+    compiles and waits: call it first for compile-then-run."""
     if fun is None:
-        return functools.partial(jit, static_argnums=static_argnums, backend=backend)
-    return Jitted(fun, static_argnums, backend)
+        return functools.partial(jit, static_argnums=static_argnums, backend=backend,
+                                 tiered=tiered)
+    return Jitted(fun, static_argnums, backend, tiered)
 
 
 __all__ = ["jit", "make_ir", "Jitted", "Lowered", "flatten"]

@@ -13,11 +13,14 @@ fusegrad.numpy.array, fusegrad.numpy.index_update.
 from __future__ import annotations
 
 import dis
+import os
+import sys
 
 from .state import eager_transforms
 from .tracer.location import foreign_caller, instruction, source_text, user_frame
 
 _STORE_SUBSCR = dis.opmap["STORE_SUBSCR"]
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 # The SciPy functions fusegrad implements (fusegrad.scipy fills this in): reaching one of them
 # here means the user called SciPy's original, bound before fusegrad was imported.
@@ -73,8 +76,27 @@ def conversion_error(what: str, traced: bool) -> ConversionError:
             f"in a list and np.stack(values), or update it functionally with h = "
             f"fusegrad.numpy.index_update(h, index, value); item assignment into that result "
             f"records the update.")
+    if traced and ins is not None and (ins.opname == "BINARY_SUBSCR" or ins.argrepr == "[]") \
+            and _asked_by(frame):
+        return ConversionError(
+            f"{where}{_quoted(frame, ins)} indexes a NumPy array with a traced index: "
+            f"NumPy's indexing has no protocol that hands the index to fusegrad, so NumPy asks "
+            f"for its numbers, which are not known while tracing. Write "
+            f"fusegrad.numpy.take(array, index, axis=0) (or np.take_along_axis(array, index, "
+            f"axis)), which records a take from the array as a constant, or pass the array "
+            f"in as an argument.")
     return ConversionError(f"{where}{_quoted(frame, ins)} turns {subject} into a NumPy "
                            f"constant ({what}), which {loses}. {_instead(traced)}")
+
+
+def _asked_by(frame) -> bool:
+    """Whether `frame` itself (through C: an ndarray's indexing) asked for the conversion, not
+    Python code it called (np.r_'s __getitem__)."""
+    caller = sys._getframe(1)
+    while caller is not None and caller is not frame \
+            and caller.f_code.co_filename.startswith(_PACKAGE_DIR):
+        caller = caller.f_back
+    return caller is frame
 
 
 def _library_message(library, called, loses) -> str:

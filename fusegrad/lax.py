@@ -5,6 +5,9 @@ Each function normalizes its static params (tuples of ints, IR dtype names) and 
 it works on plain arrays, eager tensors and tracers alike. Elementwise functions accept
 operands of different shapes and dtypes and Python scalars: NumPy broadcasting and NEP 50
 promotion apply, made explicit in the IR by the tracer.
+
+`fg.lax.scan`, `fori_loop`, `while_loop` and `cond` (JAX's structured control flow) are
+defined in control_flow.py and re-exported here at the end.
 """
 
 from __future__ import annotations
@@ -171,3 +174,7 @@ def gelu(x, approximate=False):
 
 def _name(dtype) -> str:
     return dtype if dtype in ("f32", "f64", "i64", "bool") else dtype_name(dtype)
+
+
+# Structured control flow (JAX's lax.scan, fori_loop, while_loop, cond): control_flow.py.
+from .control_flow import cond, fori_loop, scan, while_loop  # noqa: E402, F401

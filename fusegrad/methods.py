@@ -136,8 +136,19 @@ class ArrayMethods:
     def std(self, axis=None, keepdims=False, ddof=0, *, dim=None, keepdim=None):
         return _fnp().std(self, _axis_arg(axis, dim), keepdims or bool(keepdim), ddof)
 
-    def norm(self, p=2, dim=None, keepdim=False):
-        return _fnp().norm(self, p if p != 2 else None, dim, keepdim)
+    def norm(self, p="fro", dim=None, keepdim=False, dtype=None):
+        """torch.Tensor.norm: the vector p-norm over `dim`, of every element when it is None
+        ('fro' is p = 2, whatever the rank), or with p='nuc' the nuclear norm of the matrices
+        over the two axes `dim` (a 2-D tensor's when None). np.linalg.norm keeps NumPy's
+        meaning (matrix norms of 2-D arrays)."""
+        linalg = _fnp().linalg
+        x = self if dtype is None else self.astype(dtype)
+        dim = tuple(dim) if isinstance(dim, list) else dim
+        if p == "nuc":
+            return linalg.norm(x, "nuc", dim, keepdim)
+        if isinstance(p, str) and p != "fro":
+            raise ValueError(f"norm: p must be a number, 'fro' or 'nuc', not {p!r}")
+        return linalg.vector_norm(x, axis=dim, keepdims=keepdim, ord=2 if p == "fro" else p)
 
     def argmax(self, axis=None, keepdims=False):
         return _fnp().argmax(self, axis, keepdims)

@@ -51,7 +51,8 @@ def numba_unavailable() -> str | None:
 
 def assert_backends_agree(fun, *args, backends=BACKENDS, rtol=1e-6, atol=1e-8,
                           static_argnums=()) -> AgreementReport:
-    """Run fg.jit(fun, backend=b)(*args) for each backend and compare the output pytrees.
+    """Run fg.jit(fun, backend=b, tiered=False)(*args) for each backend and compare the
+    output pytrees.
 
     Raises AssertionError naming the backends, the first differing output leaf (or IR value)
     and its source line. Backends that cannot run here (numba before codegen lands) are
@@ -65,7 +66,9 @@ def assert_backends_agree(fun, *args, backends=BACKENDS, rtol=1e-6, atol=1e-8,
             warnings.warn(f"assert_backends_agree: skipping backend 'numba': {reason}",
                           stacklevel=2)
             continue
-        report.outputs[b] = jit(fun, static_argnums=static_argnums, backend=b)(*args)
+        # tiered=False: the numba column is Numba's code from the first call, not the interpreter
+        report.outputs[b] = jit(fun, static_argnums=static_argnums, backend=b,
+                                tiered=False)(*args)
     ran = list(report.outputs)
     ref = "interp" if "interp" in report.outputs else (ran[0] if ran else None)
     for b in ran:
@@ -247,7 +250,7 @@ def check_grads(fun, args, order=2, eps=1e-6, rtol=1e-4, atol=1e-6, seed=0, back
     for k in range(1, order + 1):
         g = grad(f, argnums=nums)
         if backend is not None:
-            g = jit(g, backend=backend)
+            g = jit(g, backend=backend, tiered=False)
         _check_order(f, g, args, k, eps, rtol, atol, rng, _name(fun))
         w = tuple(_random_like(a, rng) for a in args)
         f = _directional(g, w)

@@ -1,7 +1,11 @@
-"""Pytrees: nested dicts, lists and tuples (and None) flattened to a list of leaves.
+"""Pytrees: nested dicts, lists, tuples and named tuples (and None) flattened to leaves.
 
 A treedef is a hashable description of the structure, so it can be part of a cache key.
-Dict keys are sorted, as in JAX; None is an empty subtree, not a leaf.
+Dict keys are sorted, as in JAX; None is an empty subtree, not a leaf. A named tuple (any tuple
+subclass with `_fields`: NumPy 2's EighResult, SVDResult, ..., or the user's) is a node whose
+treedef keeps its class, `("namedtuple", children, cls)`, so it comes back as itself. The
+children sit at index 1 of lists', tuples' and named tuples' treedefs (code that reads a named
+tuple's as a tuple's reads it right), at index 2 of dicts'; `children(treedef)` finds them.
 
 `ravel(tree) -> (flat, unravel)` is jax.flatten_util.ravel_pytree: every leaf raveled and
 concatenated into one 1-D array, and the function that cuts such an array back into the tree.
@@ -25,7 +29,9 @@ def flatten(tree) -> tuple[list, tuple]:
 def _flatten(node, leaves):
     if node is None:
         return ("none",)
-    if isinstance(node, (list, tuple)) and not hasattr(node, "_fields"):
+    if isinstance(node, tuple) and hasattr(type(node), "_fields"):
+        return ("namedtuple", tuple(_flatten(child, leaves) for child in node), type(node))
+    if isinstance(node, (list, tuple)):
         kind = "list" if isinstance(node, list) else "tuple"
         return (kind, tuple(_flatten(child, leaves) for child in node))
     if isinstance(node, dict):
@@ -58,16 +64,23 @@ def _build(treedef, it):
     if kind == "dict":
         return {k: _build(child, it) for k, child in zip(treedef[1], treedef[2])}
     children = [_build(child, it) for child in treedef[1]]
+    if kind == "namedtuple":
+        return treedef[2](*children)
     return children if kind == "list" else tuple(children)
 
 
-def num_leaves(treedef: tuple) -> int:
+def children(treedef: tuple) -> tuple:
+    """The child treedefs of a node (none for a leaf or None)."""
     kind = treedef[0]
-    if kind == "leaf":
+    if kind in ("leaf", "none"):
+        return ()
+    return treedef[2] if kind == "dict" else treedef[1]
+
+
+def num_leaves(treedef: tuple) -> int:
+    if treedef[0] == "leaf":
         return 1
-    if kind == "none":
-        return 0
-    return sum(num_leaves(c) for c in treedef[-1])
+    return sum(num_leaves(c) for c in children(treedef))
 
 
 def tree_map(fn, tree):

@@ -5,7 +5,7 @@ on the eager engine) and the autodiff tests (the VJP inner-product identity on t
 
 import numpy as np
 
-from fusegrad import custom_vjp, lax
+from fusegrad import custom_vjp, lax, make_ir
 from fusegrad.dispatch import bind
 from fusegrad.formulas import vjp_rules
 from fusegrad.ir.primitives import PRIMITIVES
@@ -96,6 +96,7 @@ def primitive_cases(d: Domains) -> dict:
         "reduce_prod": (lambda x: lax.reduce_prod(x, (1,)), [d.away_from_zero(2, 4)]),
         "cumsum": (lambda x: lax.cumsum(x, 1), [d.normal(2, 4)]),
         "cumsum_reverse": (lambda x: lax.cumsum(x, 0, reverse=True), [d.normal(3, 2)]),
+        "cumprod": (lambda x: bind("cumprod", x, axis=1), [d.normal(2, 4)]),
         "matmul": (lax.matmul, [d.normal(2, 3), d.normal(3, 4)]),
         "matmul_vec_left": (lax.matmul, [d.normal(3), d.normal(3, 4)]),
         "matmul_vec_right": (lax.matmul, [d.normal(2, 3), d.normal(3)]),
@@ -125,6 +126,9 @@ def primitive_cases(d: Domains) -> dict:
         # well-conditioned (a + 3I) and positive definite (x xᵀ + I) matrices made from the
         # draws; eigenvector and singular-vector signs drop out of the squares
         **linalg_cases(d),
+        # -- control flow (issue 15): the ops bound directly, with one output each so that the
+        # eager engine records them (fg.lax's loops are Python loops on tensors)
+        **control_cases(d),
     }
 
 
@@ -157,6 +161,33 @@ def linalg_cases(d: Domains) -> dict:
         "qr_wide": (lambda x: bind("qr", x), [d.normal(2, 3)]),
         "slogdet": (lambda a: bind("slogdet", _well(a)), [d.normal(3, 3)]),
         "expm": (lambda x: bind("expm", 0.5 * x), [d.normal(3, 3)]),
+    }
+
+
+def control_cases(d: Domains) -> dict:
+    """scan (an RNN step tanh(w h + x) over 3 steps, forward and reversed), while_loop (a
+    data-dependent trip count, 2 to 3 steps for these draws), cond (each branch)."""
+    w, v = np.zeros((2, 2)), np.zeros(2)
+    step = make_ir(lambda w, h, x: np.tanh(w @ h + x))(w, v, v)
+    grow = make_ir(lambda x: np.sin(x) + 1.4 * x)(np.zeros((2, 3)))
+    small = make_ir(lambda x: np.sum(x * x) < 40.0)(np.zeros((2, 3)))
+    branches = [make_ir(f)(v, v) for f in (lambda a, b: a * np.sin(b), lambda a, b: a - b * b)]
+
+    def scan(reverse):
+        return lambda w, h, xs: bind("scan", w, h, xs, body=step, length=3, reverse=reverse,
+                                     num_consts=1, num_carry=1)
+
+    def cond(pred):
+        return lambda a, b: bind("cond", np.array(pred), a, b, true_branch=branches[0],
+                                 false_branch=branches[1])
+    rnn = [0.5 * d.normal(2, 2), d.normal(2), d.normal(3, 2)]
+    return {
+        "scan": (scan(False), rnn),
+        "scan_reverse": (scan(True), [x.copy() for x in rnn]),
+        "while_loop": (lambda x: bind("while_loop", x, cond=small, body=grow, cond_nconsts=0,
+                                      body_nconsts=0), [d.normal(2, 3)]),
+        "cond": (cond(True), [d.normal(2), d.normal(2)]),
+        "cond_false": (cond(False), [d.normal(2), d.normal(2)]),
     }
 
 

@@ -149,7 +149,13 @@ PROGRAMS = {
 for _name, (_f, _xs) in elementwise_cases(Domains(seed=11, margin=0.3)).items():
     PROGRAMS[f"prim_{_name}"] = (lambda *xs, f=_f: total(f(*xs)), tuple(_xs),
                                  tuple(range(len(_xs))))
+# A traced while_loop has no reverse mode (formulas/control.py): its program is one whose
+# gradient does not flow through the loop.
+PROGRAMS["while_loop_count"] = (
+    lambda x: total(x) * lax.while_loop(lambda c: c < 3, lambda c: c + 1, 0), (A,), (0,))
 for _name, (_f, _xs) in primitive_cases(Domains(seed=13, margin=0.3)).items():
+    if _name == "while_loop":
+        continue
     if _name == case_prim(_name) and f"prim_{_name}" not in PROGRAMS:   # layout variants: no
         _floats = tuple(k for k, x in enumerate(_xs) if np.asarray(x).dtype.kind == "f")
         PROGRAMS[f"case_{_name}"] = (lambda *xs, f=_f: total(f(*xs)), tuple(_xs), _floats)

@@ -176,15 +176,17 @@ away_from_zero, distinct = _domains.away_from_zero, _domains.distinct
 
 # The shared per-primitive table, as IR programs: integer operands are closed over (every
 # traced input is differentiated), matmul needs rank >= 2 in the IR, and convert changes dtype.
+# A traced while_loop has no reverse mode (formulas/control.py; test_control_flow.py checks
+# the error), so its row runs on the eager engine only.
 IDENTITY_CASES = {case: row for case, row in primitive_cases(_domains).items()
-                  if not case.startswith("matmul_vec")}
+                  if not case.startswith("matmul_vec") and case != "while_loop"}
 IDENTITY_CASES["cross_entropy"] = (lambda x: lax.cross_entropy(x, TARGETS), [normal(4, 3)])
 IDENTITY_CASES["convert"] = (lambda x: lax.convert(x, "f32"), [normal(2, 3)])
 
 
 def test_identity_cases_cover_every_rule():
     covered = {case_prim(case) for case in IDENTITY_CASES}
-    assert set(vjp_rules) <= covered
+    assert set(vjp_rules) - {"while_loop"} <= covered
 
 
 @pytest.mark.parametrize("case", sorted(IDENTITY_CASES))

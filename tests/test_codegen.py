@@ -379,7 +379,8 @@ def test_source_depends_on_ranks_not_sizes(frontend):
 
 
 def test_one_options_function_decides_the_njit_flags(w1_grad, frontend):
-    assert njit_options("kernel") == {"error_model": "numpy", "nogil": True, "fastmath": False}
+    assert njit_options("kernel") == {"error_model": "numpy", "nogil": True, "fastmath": False,
+                                      "no_cpython_wrapper": True, "no_cfunc_wrapper": True}
     assert njit_options("kernel", reduction=True)["fastmath"] == {"reassoc"}
     assert njit_options("entry")["cache"] is True
     source = frontend.lower(*FRONTEND_ARGS).source

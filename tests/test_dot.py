@@ -117,3 +117,28 @@ def test_render_with_empty_path_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", "")
     with pytest.raises(RuntimeError, match="apt-get install graphviz"):
         render(mlp_fn(), tmp_path / "graph.pdf")
+
+
+def test_a_loop_body_is_drawn_as_a_cluster_next_to_its_op():
+    s = Builder("step")
+    w, h = s.param(T("f64", 3), "w"), s.param(T("f64", 3), "h")
+    body = s.build([s.add1("tanh", [s.add1("mul", [w, h], loc="rnn.py:7")], loc="rnn.py:7")])
+    b = Builder("loop")
+    w, h0 = b.param(T("f64", 3), "w"), b.param(T("f64", 3), "h0")
+    (h,) = b.add("scan", [w, h0], {"body": body, "length": 5, "num_carry": 1, "num_consts": 1,
+                                   "reverse": False}, loc="rnn.py:9")
+    src = to_dot(b.build([h]))
+    lines = src.splitlines()
+    start = lines.index("  subgraph cluster_op0_body {")
+    end = lines.index("  }", start)
+    cluster = lines[start:end]
+    assert cluster[1] == '    label="body @step"; style="rounded"; color="#5b8fc7";'
+    assert '    op0_body_p0 [label="%w\\nf64[3]", shape=ellipse, style=filled, ' \
+           'fillcolor="#dbe9f6"];' in cluster
+    assert any(line.startswith('    op0_body_op1 [label="%1 = tanh"') for line in cluster)
+    assert '    op0_body_op0 -> op0_body_op1 [label="f64[3]"];' in cluster
+    assert '    op0_body_op1 -> op0_body_r0 [label="f64[3]"];' in cluster
+    assert "  op0 -> op0_body_p0 [style=dashed];" in lines[end:]
+    assert "  op0 -> op0_body_p1 [style=dashed];" in lines[end:]
+    assert 'op0 [label="%0 = scan\\nbody=@step\\nlength=5' in src
+    assert "  p1 -> op0 [label=\"f64[3]\"];" in lines and "  op0 -> r0 [label=\"f64[3]\"];" in lines

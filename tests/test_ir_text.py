@@ -110,6 +110,7 @@ def reductions_fn():
     outs.append(b.add1("reduce_sum", [count], {"axes": (0,)}))
     outs.append(b.add1("cumsum", [a], {"axis": 2, "reverse": True}))
     outs.append(b.add1("cumsum", [a], {"axis": 0, "reverse": False}))
+    outs.append(b.add1("cumprod", [a], {"axis": 1}))
     outs.append(b.add1("matmul", [a, m], loc="r.py:9"))
     return b.build(outs)
 
@@ -185,7 +186,9 @@ def linalg_fn():
             b.add1("triangular_solve", [a, rhs], flags),
             b.add1("cholesky", [a], {"upper": False}), b.add1("eigh", [a], {"lower": False}),
             b.add1("svd", [tall], loc="la.py:2"), b.add1("qr", [tall]),
-            b.add1("slogdet", [a]), b.add1("expm", [a])]
+            b.add1("slogdet", [a]), b.add1("expm", [a]),
+            b.add1("svd", [tall], {"full_matrices": True}), b.add1("qr", [tall], {"mode": "raw"}),
+            b.add1("require_zero", [tall], {"shape": (2, 3), "message": "not unique: 'q'"})]
     return b.build(outs)
 
 
@@ -203,6 +206,72 @@ def sorting_fn():
 
 
 ALL_SAMPLES.append(sorting_fn)
+
+
+def rnn_fn():
+    """A scan (issue 15): its body is a nested Function, printed as a region under the op."""
+    s = Builder("step")
+    w, h, x = s.param(T("f64", 3), "w"), s.param(T("f64", 3), "h"), s.param(T("f64", 3), "x")
+    a = s.add1("tanh", [s.add1("add", [s.add1("mul", [w, h], loc="rnn.py:7"), x],
+                               loc="rnn.py:7")], loc="rnn.py:7")
+    b = Builder("rnn")
+    w, h0, xs = b.param(T("f64", 3), "w"), b.param(T("f64", 3), "h0"), \
+        b.param(T("f64", 4, 3), "xs")
+    params = {"body": s.build([a, a]), "length": 4, "num_carry": 1, "num_consts": 1,
+              "reverse": False}
+    return b.build(list(b.add("scan", [w, h0, xs], params, loc="rnn.py:9")))
+
+
+def control_fn():
+    """while_loop (two regions), cond (quoted branch names, operands the branches ignore), a
+    reversed scan with no xs whose body holds a scan of its own, and empty bodies."""
+    f, i = T("f64", 2), T("i64")
+    test = Builder("below")
+    n, c, v = test.param(i, "n"), test.param(i, "c"), test.param(f, "v")
+    test = test.build([test.add1("lt", [c, n])])
+    step = Builder("double")
+    c, v = step.param(i, "c"), step.param(f, "v")
+    one = step.add1("full", [], {"shape": (), "dtype": "i64", "value": 1})
+    step = step.build([step.add1("add", [c, one]), step.add1("add", [v, v], note="twice")])
+    yes, no = Builder("<lambda>"), Builder("<lambda>")
+    a, _ = yes.param(f), yes.param(f)
+    yes = yes.build([yes.add1("neg", [a])])
+    _, b2 = no.param(f), no.param(f)
+    no = no.build([b2])
+    inner = Builder("inner")
+    acc, x = inner.param(f, "acc"), inner.param(f, "x")
+    inner = inner.build([inner.add1("mul", [acc, x], loc="in.py:1")])
+    outer = Builder("outer")
+    h = outer.param(f, "h")
+    rows = outer.add1("broadcast_in_dim", [h], {"shape": (3, 2), "dims": (1,)})
+    (deep,) = outer.add("scan", [h, rows], {"body": inner, "length": 3, "num_carry": 1,
+                                            "num_consts": 0, "reverse": False}, loc="out.py:2")
+    outer = outer.build([deep, h])
+    b = Builder("control")
+    n, v = b.param(i, "n"), b.param(f, "v")
+    zero = b.add1("full", [], {"shape": (), "dtype": "i64", "value": 0})
+    count, w = b.add("while_loop", [n, zero, v], {"cond": test, "body": step, "cond_nconsts": 1,
+                                                  "body_nconsts": 0}, loc="c.py:1")
+    pred = b.add1("lt", [count, n])
+    (picked,) = b.add("cond", [pred, v, w], {"true_branch": yes, "false_branch": no},
+                      loc="c.py:2")
+    h, hs = b.add("scan", [picked], {"body": outer, "length": 2, "num_carry": 1,
+                                     "num_consts": 0, "reverse": True}, loc="c.py:3")
+    nothing = Builder("nothing").build([])
+    (same,) = b.add("cond", [pred, v], {"true_branch": _identity(f), "false_branch":
+                                        _identity(f)})
+    b.add("scan", [], {"body": nothing, "length": 0, "num_carry": 0, "num_consts": 0,
+                       "reverse": False})
+    return b.build([count, h, hs, same])
+
+
+def _identity(t):
+    b = Builder("same")
+    x = b.param(t, "x")
+    return b.build([x])
+
+
+ALL_SAMPLES += [rnn_fn, control_fn]
 
 
 def registry_fn():
@@ -287,6 +356,26 @@ def test_golden_awkward_names_locations_and_notes():
 
 def test_golden_empty_function():
     assert str(empty_fn()) == "func @nothing() -> () {\n  return\n}"
+
+
+RNN_TEXT = """\
+func @rnn(%w: f64[3], %h0: f64[3], %xs: f64[4,3]) -> (f64[3], f64[4,3]) {
+  %0, %1 = scan %w, %h0, %xs {body=@step, length=4, num_carry=1, num_consts=1, reverse=False} \
+: f64[3], f64[4,3]   # rnn.py:9
+    func @step(%w: f64[3], %h: f64[3], %x: f64[3]) -> (f64[3], f64[3]) {
+      %0 = mul %w, %h : f64[3]   # rnn.py:7
+      %1 = add %0, %x : f64[3]   # rnn.py:7
+      %2 = tanh %1 : f64[3]      # rnn.py:7
+      return %2, %2
+    }
+  return %0, %1
+}"""
+
+
+def test_golden_nested_function_and_its_docs_example():
+    assert str(rnn_fn()) == RNN_TEXT
+    from pathlib import Path
+    assert RNN_TEXT in (Path(__file__).resolve().parents[1] / "docs" / "ir.md").read_text()
 
 
 def test_golden_indexing_params_and_notes():
@@ -483,6 +572,24 @@ def test_parse_errors_about_structure():
     assert err.line == 7 and "nothing may follow 'return'" in str(err)
     err = _error("\n".join(GOOD[:6]))
     assert err.line == 6 and "missing '}' at the end of the function" in str(err)
+
+
+def test_parse_errors_about_nested_functions():
+    lines = RNN_TEXT.splitlines()
+    err = _error("\n".join(lines[:2] + lines[8:]))
+    assert err.line == 3 and "expected 'func' (a function starts with" in str(err)
+    err = _error("\n".join(lines[:2]))
+    assert err.line == 2 and "refers to a function, but no 'func @step(...)' follows" in str(err)
+    err = _error("\n".join(lines[:2] + [lines[2].replace("@step", "@walk")] + lines[3:]))
+    assert err.line == 3 and "expected the function @step of param body here, found @walk" \
+        in str(err)
+    err = _error("\n".join(lines[:1] + [lines[1].replace("body=@step", "body=(@step,)")]
+                           + lines[2:]))
+    assert err.line == 2 and "may only be a param's whole value" in str(err)
+    err = _error("\n".join(lines[:3] + ["      %0 = mul %w, %xs : f64[3]"] + lines[4:]))
+    assert err.line == 4 and "undefined value %xs" in str(err)    # closed: no outer values
+    err = _error("\n".join(lines[:1] + [lines[1].replace("length=4", "length=5")] + lines[2:]))
+    assert err.line == 2 and "scanned operand f64[4,3] has no leading axis of length 5" in str(err)
 
 
 def test_parse_errors_in_literals():

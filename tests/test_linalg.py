@@ -41,6 +41,7 @@ A = r(3, 3) + 3 * np.eye(3)                     # well conditioned
 AB = r(2, 3, 3) + 3 * np.eye(3)                 # a batch of them
 S, SB = _spd(A), _spd(AB)                       # symmetric positive definite
 T, W = r(4, 3), r(2, 3)                         # tall, wide
+TB = r(2, 4, 3)                                 # a batch of tall ones
 B, V = r(3, 2), r(3)
 LOW = np.tril(A)
 DIST = (rng.permutation(12) * 0.3 - 1.55).reshape(3, 4)     # distinct, nonzero: no ties
@@ -58,6 +59,19 @@ def factorizations(s, sb, t, w):
             L.eigvalsh(s), *L.svd(t, full_matrices=False), *L.svd(w, full_matrices=False),
             *L.svd(s), L.svd(sb, compute_uv=False), L.svdvals(t), *L.qr(t), *L.qr(w),
             L.qr(sb, "r"), *L.qr(w, "complete"))
+
+
+def full_factors(t, w, tb):
+    """svd with full_matrices=True and qr mode='complete' of non-square matrices, through the
+    parts that have a gradient: u's (q's) first min(m, n) columns, vh's first min(m, n) rows;
+    and mode 'r'."""
+    u, s, vh = L.svd(t)
+    u2, s2, vh2 = L.svd(w)
+    ub, sb, vhb = L.svd(tb)
+    q, r_ = L.qr(t, "complete")
+    qb, rb = L.qr(tb, "complete")
+    return (u[:, :3], s, vh, u2, s2, vh2[:2], ub[..., :3], sb, vhb, q[:, :3], r_, qb[..., :3],
+            rb, L.qr(t, "r"), *L.qr(w, "complete"))
 
 
 def composed(a, t, w, v):
@@ -96,6 +110,7 @@ def extras(a, t):
 GROUPS = {
     "solves": (solves, (A, AB, B, V)),
     "factorizations": (factorizations, (S, SB, T, W)),
+    "full_factors": (full_factors, (T, W, TB)),
     "composed": (composed, (A, T, W, V)),
     "norms": (norms, (DIST, DIST[0])),
     "scipy": (scipy_linalg, (LOW, S, B, V, A)),
@@ -240,9 +255,9 @@ def test_gradient_of_slogdet_at_a_singular_matrix_raises():
     (L.inv, np.ones((2, 3)), L.LinAlgError, "must be square"),
     (L.det, np.ones(3), L.LinAlgError, "1-dimensional array given"),
     (lambda x: L.solve(x, np.ones(3)), np.eye(2), ValueError, "needs 2 rows"),
-    (L.svd, np.ones((2, 3)), NotImplementedError, "full_matrices=False"),
     (lambda x: L.svd(x, hermitian=True), np.eye(2), NotImplementedError, "hermitian"),
-    (lambda x: L.qr(x, "raw"), np.eye(2), NotImplementedError, "mode='raw'"),
+    (lambda x: L.qr(x, "full"), np.eye(2), NotImplementedError, "deprecated mode='full'"),
+    (lambda x: L.qr(x, "x"), np.eye(2), ValueError, "Unrecognized mode 'x'"),
     (lambda x: L.norm(x, "fro"), np.ones(3), ValueError, "Invalid norm order 'fro'"),
     (lambda x: L.norm(x, 3), np.ones((2, 2)), ValueError, "Invalid norm order for matrices"),
     (lambda x: L.norm(x, axis=(0, 1, 2)), np.ones((2, 2, 2)), ValueError, "Improper number"),
@@ -254,6 +269,63 @@ def test_argument_errors(f, x, error, words):
         fg.jit(f, backend="interp")(x)
     with pytest.raises(error, match=words):
         f(fg.tensor(x))
+
+
+# -- full factors of non-square matrices ---------------------------------------------------------
+
+def full_outputs(t, w, tb):
+    return (*L.svd(t), *L.svd(w), *L.svd(tb), *L.qr(t, "complete"), *L.qr(tb, "complete"),
+            *L.qr(t, "raw"), *L.qr(w, "raw"), *L.qr(tb, "raw"), L.qr(w, "r"), L.qr(tb, "r"))
+
+
+@pytest.mark.parametrize("backend", ["tensors", "interp", "numba"])
+def test_full_factors_and_raw_qr_match_numpy(backend):
+    """NumPy's own LAPACK calls (gesdd for all the vectors, geqrf and orgqr for m columns,
+    geqrf alone for raw), so its bits, and its result types."""
+    args = (T, W, TB)
+    got = (full_outputs(*(fg.tensor(a) for a in args)) if backend == "tensors" else
+           fg.jit(full_outputs, backend=backend)(*args))
+    for i, (g, w) in enumerate(zip(_leaves(got), _leaves(full_outputs(*args)), strict=True)):
+        assert g.shape == w.shape and g.dtype == w.dtype, (i, g.shape, w.shape)
+        np.testing.assert_array_equal(g, w, err_msg=f"output {i}")
+    x = fg.tensor(T)
+    assert type(L.svd(x)).__name__ == "SVDResult" and L.svd(x).U.shape == (4, 4)
+    assert type(L.qr(x, "complete")).__name__ == "QRResult" and type(L.qr(x, "raw")) is tuple
+
+
+def _reconstruction(a):
+    """a from its full svd and complete qr: the cotangents of the extra columns are zeros."""
+    u, s, vh = L.svd(a)
+    sigma = np.concatenate([np.diag(s), np.zeros((1, 3))])       # [4, 3]
+    q, r_ = L.qr(a, "complete")
+    return np.sum(np.sin(u @ sigma @ vh) + np.sin(q @ r_))
+
+
+def test_gradient_through_full_factors_where_it_is_defined():
+    """u @ Σ @ vh and q @ r rebuild a, reading u's and q's last column times zeros: the check
+    passes, and the gradient is the one of sin(a) twice, on every backend."""
+    for backend in (None, "interp", "numba"):
+        g = fg.grad(_reconstruction)
+        g = fg.jit(g, backend=backend) if backend else g
+        np.testing.assert_allclose(g(T), 2 * np.cos(T), rtol=1e-12, err_msg=str(backend))
+
+
+@pytest.mark.parametrize("f, words", [
+    (lambda a: np.sum(L.svd(a).U ** 2), r"svd\(full_matrices=True\) of \[4, 3\] .* "
+                                         r"u\[\.\.\., :, 3:\]"),
+    (lambda a: np.sum(np.sin(L.svd(a.T).Vh)), r"of \[3, 4\] .* vh\[\.\.\., 3:, :\]"),
+    (lambda a: np.sum(L.qr(a, "complete").Q[:, -1]),
+     r"qr\(mode='complete'\) .* q\[\.\.\., :, 3:\]"),
+    (lambda a: np.sum(L.qr(a, "raw")[1]), r"qr\(mode='raw'\) has no gradient"),
+])
+@pytest.mark.parametrize("backend", ["eager", "interp", "numba"])
+def test_gradient_through_parts_that_are_not_unique_raises(f, words, backend):
+    """JAX refuses every gradient of a full svd, PyTorch silently drops the extra columns'
+    cotangent: fusegrad differentiates through the unique parts and raises when a nonzero
+    cotangent reaches the rest, naming the call and the part."""
+    g = fg.grad(f) if backend == "eager" else fg.jit(fg.grad(f), backend=backend)
+    with pytest.raises(NotImplementedError, match=words):
+        g(T)
 
 
 # -- derivative conventions -------------------------------------------------------------------
@@ -292,6 +364,53 @@ def test_norm_gradients_at_zero_are_zero():
     for ord in (None, 2, 3, 1):
         assert np.all(fg.grad(lambda x: L.norm(x, ord))(np.zeros(3)) == 0)
     assert np.all(fg.grad(lambda x: L.norm(x))(np.zeros((2, 2))) == 0)
+
+
+TORCH_NORMS = [((), {}), ((1,), {}), ((3,), {}), ((np.inf,), {}), ((-np.inf,), {}),
+               ((0,), {}), ((0.5,), {}), (("fro",), {}), ((2, 1), {}), ((1, (0, 2)), {}),
+               ((3,), {"dim": -1, "keepdim": True}), (("fro", (1, 2)), {}),
+               (("nuc", (1, 2)), {}), ((np.inf, [0, 1], True), {}), ((2,), {"dim": [2, 0]})]
+
+
+def _torch_norm(x, p="fro", dim=None, keepdim=False):
+    """torch.Tensor.norm by definition: the vector norm of the elements over dim (all when
+    None; 'fro' is 2), or the nuclear norm over two dims."""
+    dim = tuple(dim) if isinstance(dim, list) else dim
+    if p == "nuc":
+        return L.matrix_norm(np.moveaxis(x, dim, (-2, -1)), ord="nuc")
+    return L.vector_norm(x, axis=dim, keepdims=keepdim, ord=2 if p == "fro" else p)
+
+
+@pytest.mark.parametrize("args, kwargs", TORCH_NORMS)
+def test_tensor_norm_is_pytorchs(args, kwargs):
+    """Tensor.norm(p) is PyTorch's vector norm of the (flattened) elements, not NumPy's
+    matrix norm: for a 2-D tensor, p=1 sums every |x| (np.linalg.norm(x, 1) is the largest
+    column sum) and p=inf is the largest |x|; np.linalg.norm of a tensor keeps NumPy's."""
+    x3 = np.stack([DIST, -2 * DIST[::-1]])
+    want = _torch_norm(x3, *args, **kwargs)
+    got = fg.tensor(x3).norm(*args, **kwargs)
+    assert got.shape == np.shape(want) and got.dtype == np.float64
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-14)
+    traced = fg.jit(lambda x: x.norm(*args, **kwargs), backend="interp")(x3)
+    np.testing.assert_allclose(traced, want, rtol=1e-14)
+
+
+def test_tensor_norm_against_np_linalg_norm_and_its_gradient():
+    x = fg.tensor(DIST, requires_grad=True)
+    assert float(x.norm(1)) == np.sum(np.abs(DIST)) != L.norm(DIST, 1)
+    assert float(L.norm(x, 1)) == L.norm(DIST, 1)
+    assert float(x.norm(np.inf)) == np.max(np.abs(DIST)) != L.norm(DIST, np.inf)
+    assert x.norm(2, dtype=np.float32).dtype == np.float32
+    with pytest.raises(ValueError, match="p must be a number, 'fro' or 'nuc'"):
+        x.norm("f")
+    x.norm(3, dim=1).sum().backward()
+    want = np.sign(DIST) * DIST ** 2 / (L.norm(DIST, 3, axis=1, keepdims=True) ** 2)
+    np.testing.assert_allclose(x.grad, want, rtol=1e-13)
+    norm = fg.Tensor.norm           # the method on arrays too, for the finite differences
+    for backend in (None, "interp"):
+        check_grads(lambda v: norm(v, 1.5, dim=(0, 1)) + norm(v, "nuc"), (DIST,), order=2,
+                    backend=backend)
+    check_grads(lambda v: norm(v, 1.5, dim=0), (DIST,), order=2, backend="numba")
 
 
 def test_fnp_names():

@@ -200,6 +200,34 @@ CASES = [
     ("slogdet", lambda a: bind("slogdet", a), (M3[..., :4],),
      lambda a: _packed((2,), *np.linalg.slogdet(a))),
     ("expm", lambda a: bind("expm", a), (SQ,), scipy.linalg.expm),
+    ("require_zero", lambda x: bind("require_zero", x, shape=(2, 3), message="m"), (0 * X,),
+     lambda x: np.zeros((2, 3))),
+    ("cumprod", lambda x: bind("cumprod", x, axis=1), (X,), lambda x: np.cumprod(x, 1)),
+]
+
+
+def _scan_ref(x):
+    c, ys = x[0], []
+    for r in x:
+        c, y = c * 0.5 + r, c * r
+        ys.append(y)
+    return np.stack(ys)
+
+
+def _while_ref(x):
+    while np.sum(x * x) < 100.0:
+        x = x * 1.5 + 0.1
+    return x
+
+
+# Control flow (issue 15): one op each under a trace, through fusegrad.lax's JAX-named front end.
+CASES += [
+    ("scan", lambda x: lax.scan(lambda c, r: (c * 0.5 + r, c * r), x[0], x)[1], (X,), _scan_ref),
+    ("while_loop", lambda x: lax.while_loop(lambda c: np.sum(c * c) < 100.0,
+                                            lambda c: c * 1.5 + 0.1, x), (X,), _while_ref),
+    ("cond", lambda x, y: lax.cond(np.sum(x) > np.sum(y), lambda a, b: a - b,
+                                   lambda a, b: a * b, x, y), (X, Y),
+     lambda x, y: x - y if np.sum(x) > np.sum(y) else x * y),
 ]
 
 # The NumPy dispatch table's one-primitive float functions (fusegrad.numpy's FLOAT_UNARY) get a
@@ -231,6 +259,13 @@ EXTRA = [  # more shapes and dtypes for some primitives
     ("logsumexp all axes", lambda x: lax.logsumexp(x, (0, 1)), (X,), special.logsumexp),
     ("reduce_sum f32", lambda x: lax.reduce_sum(x, (0,)), (X.astype(np.float32),),
      lambda x: x.sum(0)),
+    ("svd full_matrices", lambda a: bind("svd", a, full_matrices=True), (M3,),
+     lambda a: _packed((2,), *np.linalg.svd(a))),
+    ("qr complete", lambda a: bind("qr", a, mode="complete"), (M3.mT,),
+     lambda a: _packed((2,), *np.linalg.qr(a, "complete"))),
+    ("qr raw", lambda a: bind("qr", a, mode="raw"), (M3,),
+     lambda a: _packed((2,), *np.linalg.qr(a, "raw"))),
+    ("cumprod i64", lambda x: bind("cumprod", x, axis=0), (I,), lambda x: np.cumprod(x, 0)),
 ]
 
 

@@ -103,6 +103,23 @@ FORWARD = {
     "mvn_dim_1": (lambda x: multivariate_normal.logpdf(x, 0.5, 2.0), [X[0]]),
     "mvn_traced_cov": (lambda x, c: multivariate_normal.logpdf(x, cov=c @ c.T + np.eye(4)),
                        [X, rng.standard_normal((4, 4))]),
+    # frozen distributions: traced parameters, traced x, or both
+    "norm_frozen_scale": (lambda x, s: norm(0.5, s).logpdf(x), [X, POS]),
+    "norm_frozen_methods": (lambda x, mu: (norm(mu, 2.0).pdf(x), norm(loc=mu).cdf(x),
+                                           norm(mu, 3.0).logcdf(x), norm(mu).sf(x)), [X, Y]),
+    "norm_frozen_constant": (lambda x: (norm(0.5, 2.0).logpdf(x), norm(0.5).ppf(x)), [P]),
+    "t_frozen": (lambda x, df: (t(df, 0.3, 1.5).logpdf(x), t(df=df).pdf(x)), [X, POS]),
+    "gamma_frozen": (lambda x, a: (gamma(a, scale=2.0).logpdf(x), gamma(a).pdf(x)),
+                     [2 * X, POS]),
+    "beta_frozen": (lambda x, a, b: (beta(a, b).logpdf(x), beta(a, b, scale=2.0).pdf(x)),
+                    [P, POS, W]),
+    "poisson_frozen": (lambda mu: (poisson(mu).logpmf(K), poisson(mu, loc=1).pmf(K4)), [POS]),
+    "mvn_frozen": (lambda x, m: (multivariate_normal(m, COV).logpdf(x),
+                                 multivariate_normal(mean=m, cov=2.0).pdf(x)), [X, Y[0]]),
+    "mvn_frozen_traced_cov": (lambda x, c: multivariate_normal(np.ones(4), c @ c.T + np.eye(4))
+                              .logpdf(x), [X, rng.standard_normal((4, 4))]),
+    "mvn_frozen_constant": (lambda x: (multivariate_normal(Y[0], COV).logpdf(x),
+                                       multivariate_normal(Y[0], COV).pdf(x[0])), [X]),
 }
 
 
@@ -213,6 +230,22 @@ def stats_program(x, mu, s, df, a, b, lam, xm):
     return total + np.sum(multivariate_normal.logpdf(x, xm, COV))
 
 
+MVN = multivariate_normal(Y[1], COV)           # SciPy's frozen object, of arrays
+
+
+def frozen_program(x, mu, s, df, a, b, lam, m, c):
+    """The frozen forms of the methods stats_program calls, parameters and x traced."""
+    total = np.sum(norm(mu, s).logpdf(x) + norm(mu, s).pdf(x) + norm(loc=mu).cdf(x))
+    total = total + np.sum(norm(mu, s).logcdf(x) + norm(mu, 2.0).logsf(x) + norm(mu, s).sf(x))
+    total = total + np.sum(norm(mu, s).ppf(0.5 * s / 4) + t(df, mu, s).logpdf(x))
+    total = total + np.sum(t(df).pdf(x) + gamma(a, scale=df).logpdf(s) + gamma(a).pdf(s))
+    total = total + np.sum(beta(a, b).logpdf(0.5 * a / 4) + beta(a, b).pdf(0.4 * a / 4))
+    total = total + np.sum(poisson(lam).logpmf(K4) + poisson(lam).pmf(K4))
+    total = total + np.sum(multivariate_normal(m, COV).logpdf(x) + MVN.logpdf(x))
+    total = total + np.sum(multivariate_normal(m, c @ c.T + np.eye(4)).logpdf(x))
+    return total + np.sum(multivariate_normal(mean=m, cov=2.0).pdf(x) + MVN.pdf(x))
+
+
 A5, V3 = rng.standard_normal(5), rng.standard_normal(3)
 IMG, KER = rng.standard_normal((4, 5)), rng.standard_normal((2, 3))
 
@@ -238,9 +271,17 @@ def signal_compiled(img, ker):
     return np.sum(np.sin(convolve2d(img, ker, "same")))
 
 
+def frozen_compiled(x, mu, s):
+    """Frozen distributions with traced parameters and x, and SciPy's frozen MVN, compiled."""
+    return np.sum(norm(mu, s).logpdf(x) + t(s + 2.0).logpdf(x)) + np.sum(
+        MVN.logpdf(x) + multivariate_normal(mu[0], COV).logpdf(x))
+
+
 PROGRAMS = {
     "special": (special_program, (X, P, POS, W, Y, 0.5 * X)),
     "stats": (stats_program, (X, Y, POS, POS + 2.0, POS + 1.0, W + 1.0, POS, X[0])),
+    "frozen": (frozen_program, (X, Y, POS, POS + 2.0, POS + 1.0, W + 1.0, POS, X[0],
+                                rng.standard_normal((4, 4)))),
     "signal": (signal_program, (A5, V3, IMG, KER)),
 }
 
@@ -253,8 +294,9 @@ def test_gradients_to_order_two(name, backend):
 
 
 @pytest.mark.parametrize("fun, args", [(special_compiled, (X, P, POS)),
-                                       (signal_compiled, (IMG, KER))],
-                         ids=["special", "signal"])
+                                       (signal_compiled, (IMG, KER)),
+                                       (frozen_compiled, (X, Y, POS))],
+                         ids=["special", "signal", "frozen"])
 def test_compiled_gradients_to_order_two(fun, args):
     """Numba compiles are seconds each: every new primitive, and one convolution (the same
     gather, matmul and scatter in any dimension and mode), rather than every function."""
@@ -302,7 +344,8 @@ def test_covered_names_are_installed():
         *path, attr = rest.split(".")
         for part in path:
             owner = getattr(owner, part)
-        value = getattr(type(owner) if path else owner, attr)
+        holder = owner if isinstance(owner, type) else type(owner) if path else owner
+        value = getattr(holder, attr)
         if isinstance(value, np.ufunc):
             assert fnp.HANDLED_UFUNCS[value] is fscipy.HANDLED[name], name
         else:
@@ -316,6 +359,33 @@ def test_wrappers_leave_plain_arrays_to_scipy():
     assert type(logsumexp(X)) is type(logsumexp.__wrapped__(X))
     assert norm.logpdf(X).tolist() == norm.logpdf.__wrapped__(norm, X).tolist()
     assert pickle.loads(pickle.dumps(sp.logsumexp)) is sp.logsumexp
+
+
+def test_frozen_multivariate_normals():
+    """multivariate_normal(mean, cov) of a tensor or tracer is fusegrad's frozen distribution;
+    SciPy's, of arrays, stays SciPy's and routes logpdf and pdf of a tensor or tracer x."""
+    assert type(MVN).__name__ == "multivariate_normal_frozen"
+    assert MVN.logpdf(X).tolist() == MVN.logpdf.__wrapped__(MVN, X).tolist()
+    frozen = multivariate_normal(fg.tensor(Y[1]), COV)
+    assert isinstance(frozen, fscipy.stats.FrozenMultivariateNormal) and frozen.dim == 4
+    np.testing.assert_allclose(frozen.mean.numpy(), MVN.mean)
+    np.testing.assert_allclose(frozen.cov, MVN.cov)
+    np.testing.assert_allclose(frozen.pdf(X).numpy(), MVN.pdf(X), rtol=1e-12)
+    x = fg.tensor(X, requires_grad=True)
+    MVN.logpdf(x).sum().backward()
+    np.testing.assert_allclose(x.grad, -np.linalg.solve(COV, (X - Y[1]).T).T, rtol=1e-12)
+    mean = fg.tensor(Y[1], requires_grad=True)
+    multivariate_normal(mean, COV).logpdf(X).sum().backward()
+    np.testing.assert_allclose(mean.grad, np.linalg.solve(COV, (X - Y[1]).sum(0)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("backend", ["interp", "numba"])
+def test_frozen_forms_under_jit(backend):
+    """The forward of every frozen method, traced and compiled (one program)."""
+    for name in ("norm_frozen_methods", "mvn_frozen", "mvn_frozen_constant"):
+        fun, args = FORWARD[name]
+        for want, got in zip(fun(*args), fg.jit(fun, backend=backend)(*args)):
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-300)
 
 
 def test_eager_tensors_pytorch_style():

@@ -1,5 +1,5 @@
 """Issue 14, shapes, joining and splitting, indexing: unmodified NumPy code on tracers and eager
-tensors gives NumPy's results (bit for bit, shapes and dtypes; cumprod to rounding), and
+tensors gives NumPy's results (bit for bit, shapes and dtypes), and
 gradients that check_grads confirms to order 2 in float64: every function on eager and interp,
 and on numba what is new to compiled code (see "compiled" below; FUSEGRAD_TEST_NUMBA_BREADTH=1
 compiles one call of every kind of composition too, about three minutes here).
@@ -112,7 +112,7 @@ GROUPS = {
     "products": (products, (Z,)),
     "fancy": (fancy, (A,)),
 }
-APPROXIMATE = {"products"}     # cumprod's scan associates its products differently
+APPROXIMATE: set = set()      # every group bit for bit (cumprod is np.cumprod's own products)
 
 
 def _leaves(out):
@@ -215,6 +215,33 @@ def test_compiled_gradients_to_order_two(name):
     check_grads(_scalar(f, args), args, order=2, backend="numba")
 
 
+CUMPROD_INPUTS = [rng.uniform(0.5, 1.5, 17), rng.standard_normal((3, 9)), Z,
+                  np.array([1e200, 1e100, 1e-300, 3.0, 1e-10, 7.0])]
+
+
+@pytest.mark.parametrize("backend", ["tensors", "interp", "numba"])
+def test_cumprod_is_numpys_running_product_bit_for_bit(backend):
+    """np.cumprod multiplies left to right (out[i] = out[i-1] * x[i]); a scan that pairs the
+    products differently differs in the last bit (11 of 17 elements of the first input did).
+    fusegrad's cumprod is NumPy's own: eager, interpreted and between compiled kernels."""
+    def f(a, b, z, big):
+        return (np.cumprod(a), np.cumprod(b, axis=1), np.cumprod(b, axis=0), np.cumprod(z),
+                np.cumprod(big), np.cumprod(2.0 * b, axis=-1)[1:])
+    want = f(*CUMPROD_INPUTS)
+    got = (f(*(fg.tensor(x) for x in CUMPROD_INPUTS)) if backend == "tensors" else
+           fg.jit(f, backend=backend)(*CUMPROD_INPUTS))
+    for g, w in zip(_leaves(got), _leaves(want), strict=True):
+        _same(g, w, False)
+
+
+@pytest.mark.parametrize("backend", [None, "interp", "numba"])
+def test_cumprod_gradient_to_order_two_with_zeros(backend):
+    """The rule has no division (an exclusive product times a suffix scan), so it holds at one
+    zero and at several, to order two, along either axis."""
+    check_grads(lambda z: np.sin(np.cumprod(z, axis=1)) + np.cumprod(z, axis=0)[::-1], (Z,),
+                order=2, backend=backend)
+
+
 def test_cumprod_gradient_with_zeros_is_exact():
     """d cumprod(z)[i] / d z[k] = prod of z[:i+1] without z[k]: nonzero at a lone zero."""
     z = Z[0]
@@ -281,11 +308,56 @@ def test_traced_index_out_of_bounds_raises_per_axis():
 
 def test_a_numpy_array_indexed_by_a_tracer_needs_fusegrad():
     """NumPy's ndarray.__getitem__ and np.take (which dispatches on the array alone) cannot
-    return a traced value: fusegrad.numpy.getitem, fusegrad.numpy.take and np.take_along_axis
-    are the spellings that record (test_traced_index_arrays)."""
-    for f in (lambda i: TABLE[i], lambda i: np.take(TABLE, i, axis=0)):
-        with pytest.raises(ConversionError):
+    return a traced value: NumPy converts the index with __array__ (or __index__), which can
+    only return numbers, and indexing has no dispatch protocol. The error says so, for an index
+    array and a 0-d one, and names the spellings that record (test_traced_index_arrays)."""
+    for f in (lambda i: TABLE[i], lambda i: TABLE[i[0]], lambda i: TABLE[i, 1],
+              lambda i: TABLE[np.argmax(i)]):
+        with pytest.raises(ConversionError, match=r"`TABLE\[.*\]` indexes a NumPy array with a "
+                                                  r"traced index: .* fusegrad.numpy.take\("):
             fg.jit(f, backend="interp")(I)
+    with pytest.raises(ConversionError):
+        fg.jit(lambda i: np.take(TABLE, i, axis=0), backend="interp")(I)
+
+
+@pytest.mark.parametrize("backend", ["eager", "interp", "numba"])
+def test_a_constant_table_indexed_by_a_computed_index(backend):
+    """The recording spellings, with the index computed from a traced value (np.argmax,
+    np.argsort): the table is a constant input of a take, and the gradient flows to what it
+    multiplies. Eagerly, NumPy's own `TABLE[i]` works too: an integer tensor carries no
+    gradient, so NumPy may read its numbers."""
+    x = np.array([0.3, 2.0, -1.0, 0.5, 1.5])
+
+    def f(x):
+        i, order = np.argmax(x), np.argsort(x)
+        rows = fnp.take(TABLE, order, axis=0) if backend != "eager" else TABLE[order]
+        row = fnp.take(TABLE, i, axis=0) if backend != "eager" else TABLE[i]
+        return np.sum(rows * x[:, None]) + np.sum(row * x[:3])
+
+    want = np.sum(TABLE[np.argsort(x)] * x[:, None]) + np.sum(TABLE[np.argmax(x)] * x[:3])
+    grad = TABLE[np.argsort(x)].sum(1)
+    grad[:3] += TABLE[np.argmax(x)]
+    run = f if backend == "eager" else fg.jit(f, backend=backend)
+    np.testing.assert_allclose(run(x), want, rtol=1e-14)
+    g = fg.grad(f) if backend == "eager" else fg.jit(fg.grad(f), backend=backend)
+    np.testing.assert_allclose(g(x), grad, rtol=1e-14)
+
+
+def test_rev_is_a_view_as_in_numpy():
+    """np.flip and negative steps are views in NumPy: on eager tensors too, sharing the
+    storage and its version (a write into one shows in the other; with gradients recorded, a
+    write into the view raises rather than losing the base's gradient)."""
+    x = np.arange(6.0).reshape(2, 3)
+    t = fg.tensor(x.copy())
+    for view, np_view in ((np.flip(t, 1), np.flip(x, 1)), (t[::-1, ::-2], x[::-1, ::-2])):
+        view[0, 0] = view[0, 0] + 10.0
+        np_view[0, 0] += 10.0
+        np.testing.assert_array_equal(t.numpy(), x)
+        assert np.shares_memory(view.numpy(), t.numpy())
+    w = fg.tensor(np.ones(3), requires_grad=True) * 2.0
+    flipped = np.flip(w)
+    with pytest.raises(RuntimeError, match="shares its storage with a live view"):
+        flipped += 1.0
 
 
 # -- what fusegrad refuses, with NumPy's errors where NumPy has one -----------------------------

@@ -6,6 +6,8 @@ backend, and the flat-parameter optimizer loop it exists for. elementwise_grad: 
 finite differences, second order and argnums, eager and compiled.
 """
 
+from collections import namedtuple
+
 import numpy as np
 import pytest
 
@@ -73,6 +75,18 @@ def test_python_scalars_ints_and_empty_trees():
     flat, unravel = fg.tree.ravel({"a": None, "b": []})
     assert flat.shape == (0,) and flat.dtype == np.float64
     assert unravel(flat) == {"a": None, "b": []}
+
+
+def test_named_tuples_ravel_in_field_order_and_come_back():
+    layer = namedtuple("Layer", "w b")
+    tree = [layer(np.arange(4.0).reshape(2, 2), np.array([4.0, 5.0])), {"z": np.array(6.0)}]
+    flat, unravel = fg.tree.ravel(tree)
+    np.testing.assert_array_equal(flat, np.arange(7.0))
+    back = unravel(flat + 1.0)
+    assert type(back[0]) is layer and back[0]._fields == ("w", "b")
+    np.testing.assert_array_equal(back[0].b, [5.0, 6.0])
+    g = fg.grad(lambda f: np.sum(unravel(f)[0].w ** 2))(flat)
+    np.testing.assert_array_equal(g, [0.0, 2.0, 4.0, 6.0, 0.0, 0.0, 0.0])
 
 
 def test_unravel_checks_shape_and_mixed_dtype():

@@ -140,3 +140,41 @@ def test_every_problem_is_reported_in_order():
          "m.py:1)"),
         "verify: %0 = nope at m.py:3: unknown primitive 'nope'",
         "verify: result 1 (%undef1) is never defined"]
+
+
+# -- nested functions (control flow, issue 15) ----------------------------------------------------
+
+def _scan(body, inputs, outputs, loc="rnn.py:9"):
+    params = {"body": body, "length": 2, "num_carry": 1, "num_consts": 0, "reverse": False}
+    return Op("scan", inputs, params, outputs, loc)
+
+
+def test_a_body_is_checked_and_must_be_closed():
+    x, xs, w = Value(F4, "x"), Value(T("f64", 2, 4), "xs"), Value(F4, "w")
+    h, e = Value(F4, "h"), Value(F4, "e")
+    out, ys = Value(F4), Value(T("f64", 2, 4))
+    t, ghost = Value(F4), Value(F4)
+    body = Function("step", [h, e], [Op("mul", [h, w], {}, [t], "rnn.py:7"),
+                                     Op("add", [t, ghost], {}, [Value(F4)], "rnn.py:8")], [t, w])
+    fn = Function("f", [x, xs, w], [_scan(body, [x, xs], [out, ys])], [out])
+    assert _errors(fn) == [
+        ("verify: %0, %1 = scan at rnn.py:9: body @step: %0 = mul at rnn.py:7: uses a value of "
+         "the enclosing function (%undef0 here): a nested function is closed, so its op must "
+         "pass the value in as an operand"),
+        ("verify: %0, %1 = scan at rnn.py:9: body @step: %1 = add at rnn.py:8: uses %undef1, "
+         "which is never defined"),
+        ("verify: %0, %1 = scan at rnn.py:9: body @step: result 1 (%undef0) is a value of the "
+         "enclosing function (pass it in as an operand)")]
+
+
+def test_a_body_that_does_not_fit_its_operands():
+    x, xs = Value(F4, "x"), Value(T("f64", 2, 4), "xs")
+    h, e = Value(T("f32", 4), "h"), Value(F4, "e")
+    body = Function("step", [h, e], [], [h, e])
+    out, ys = Value(F4), Value(T("f64", 2, 4))
+    fn = Function("f", [x, xs], [_scan(body, [x, xs], [out, ys])], [out])
+    assert _errors(fn) == [
+        ("verify: %0, %1 = scan at rnn.py:9: the shape rule rejects it: body @step takes "
+         "(f32[4], f64[4]) but the operands give (f64[4], f64[4]) (operands f64[4], f64[2,4])")]
+    good = Function("step", [Value(F4), e], [], [e, e])
+    assert verify(Function("f", [x, xs], [_scan(good, [x, xs], [out, ys])], [out, ys]))

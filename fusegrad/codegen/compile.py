@@ -36,7 +36,7 @@ from ..passes.memory import plan_memory
 from ..ir.evaluate import apply
 from ..runtime.signature import log_compile
 from .. import version
-from . import blas, pool, straight
+from . import blas, loops, pool, straight
 from .emit import ModuleSource
 
 FIXED_MTIME = 1_000_000_000          # every writer gives the module file the same stamp
@@ -51,12 +51,16 @@ def njit_options(kind: str, reduction: bool = False, parallel: bool = False) -> 
     error_model='numpy' everywhere: the Python model adds zero-division checks that stop
     vectorization. fastmath stays off except 'reassoc' in kernels with a reduction, which lets
     LLVM vectorize the accumulation (and nothing else: no nnan, no ninf, no contraction).
-    Entries carry cache=True; the kernels they call are compiled into them.
+    Entries carry cache=True; the kernels they call are compiled into them, and only
+    generated code calls kernels, so they go without the wrappers that let Python (or C) call
+    them: those cost a third of a small kernel's compile time.
     """
     opts: dict = {"error_model": "numpy", "nogil": True,
                   "fastmath": {"reassoc"} if reduction else False}
     if kind == "entry":
         opts["cache"] = True
+    else:
+        opts.update(no_cpython_wrapper=True, no_cfunc_wrapper=True)
     if parallel:
         opts["parallel"] = True
     return opts
@@ -86,6 +90,8 @@ def versions() -> str:
 
 class Executable:
     """The numba backend's compiled function: `exe(leaves) -> list of arrays`."""
+
+    precompiled = True      # False: host steps split the entry; segments compile when first run
 
     def __init__(self, ir, source, kernels, clusters, run, path, fusion):
         self.ir, self.source, self.kernels, self.clusters = ir, source, kernels, clusters
@@ -121,11 +127,15 @@ def compile_numba(ir: Function, parallel: bool | None = None) -> Executable:
     key = hashlib.sha256(text.encode()).hexdigest()
     if os.environ.get("FUSEGRAD_DEBUG", "") >= "3":
         print(f"// ---- generated source for @{ir.name} ----\n{text}")
-    module, path = load_module(text, key, ir.name, ms.kernel_count, _signatures(ms))
+    signatures = _signatures(ms)
+    module, path = load_module(text, key, ir.name, ms.kernel_count, signatures)
     env = (ms.syms.D, ms.syms.C, *[_const(fusion, c) for c in ms.consts],
-           *[_host(op) for op in ms.hosts])
-    return Executable(ir, text, ms.kernel_count, fusion.clusters, module.make_run(env), path,
-                      fusion)
+           *[loops.host(op, compile_numba) if op.prim in loops.HOSTS else _host(op)
+             for op in ms.hosts])
+    executable = Executable(ir, text, ms.kernel_count, fusion.clusters, module.make_run(env),
+                            path, fusion)
+    executable.precompiled = bool(signatures)   # else segments compile on their first call
+    return executable
 
 
 def _compile_straight(ir) -> Executable:
@@ -163,9 +173,9 @@ def _signatures(ms: ModuleSource) -> dict:
     """Numba signatures of the entry of a single-segment module, for compiling it at once."""
     if ms.hosts:
         return {}
-    values, uses_d, uses_c, uses_tasks = ms.segment_args["entry"]
+    values, uses_a, uses_d, uses_c, uses_tasks = ms.segment_args["entry"]
     sig = [_numba_type(v) for v in values]
-    sig += [numba.types.Array(numba.int64, 1, "C")] * uses_d
+    sig += [numba.types.Array(numba.int64, 1, "C")] * (uses_a + uses_d)
     sig += [numba.types.Array(numba.float64, 1, "C")] * uses_c
     sig += [numba.types.Array(numba.int64, 1, "C")] * uses_tasks
     return {"entry": tuple(sig)}

@@ -1,6 +1,10 @@
-"""The generated module: one function per kernel, an njit entry that allocates buffers and runs
-kernels, views and BLAS calls in order, and `make_run`, the plain-Python runner the Executable
-calls with the argument leaves.
+"""The generated module: one function per distinct kernel, an njit entry that runs kernels,
+views and BLAS calls in order on the buffers the runner passes (by address: buffers.py), and
+`make_run`, the plain-Python runner the Executable calls with the argument leaves.
+
+Numba's cost is per function and per line, so an unrolled loop's repeated kernels share one
+function (kernel), and so do the repeated matrix products of one kind (matmul); docs/design.md
+("Compile time") has the measurements.
 
 The text depends on ranks, dtypes and the broadcasting pattern, never on sizes: every size is a
 symbol `dN` read from the int64 array D, and `full` constants that equal a size or its
@@ -15,6 +19,7 @@ from __future__ import annotations
 import keyword
 import math
 import re
+from collections import Counter
 
 import numpy as np
 
@@ -22,16 +27,17 @@ from ..ir.printer import format_literal
 from ..ir.printer import value_names as printed_names
 from ..passes.schedule import CONST, INLINE, PARAM, Kernel, Step, is_view
 from . import pool
+from .buffers import Buffers
 from .kernel import KernelSource
-from .templates import MATH_FUNCS, POISON_FILL, literal, mathlib_funcs, new_buffer, poison_on
+from .templates import MATH_FUNCS, literal, mathlib_funcs, symbols_in
 
 SIZE_PARAMS = ("shape", "start", "stop", "step", "low", "high", "interior")
-RESERVED = {"np", "math", "numba", "prange", "D", "C", "env", "leaves", "run", "make_run", "r",
+RESERVED = {"np", "math", "numba", "prange", "A", "D", "C", "at", "buf", "local", "threading",
+            "env", "leaves", "run", "make_run", "r",
             "bmm", "gemm", "ipow", "entry", "pool", "getrefcount", "TASKS", "address",
             "pool_run", "pool_threads", "task_signature", "task", "threads", "lo", "hi", "t", "f",
             "fma", "WHERE", "check_index", "check_indices"}
-GENERATED = re.compile(r"(v|d|c|i|k|seg|host|r)\d+(_\w*)?\Z|.*_(out|best|take)\Z")
-SYMBOL = re.compile(r"\b([dc])(\d+)\b")
+GENERATED = re.compile(r"(v|d|c|i|k|s|mm|seg|host|r)\d+(_\w*)?\Z|.*_(out|best|take|buf)\Z")
 
 
 class Symbols:
@@ -125,7 +131,32 @@ class Describer:
         return text + (f"   {op.loc}" if op.loc else "")
 
 
-class ModuleSource:
+PRODUCT_REPEATS = 3  # a kind of matrix product made this often gets a function (matmul)
+
+
+
+class _Functions:
+    """What kernel_functions makes: the texts, whether one is a pool task (the entry then
+    calls the launcher), and what the entry passes (symbol names, and values it names)."""
+
+    def __init__(self, src: KernelSource):
+        self.src, self.functions, self.task, self.params = src, [], False, []
+        self.block = []             # the values whose buffers' addresses it gets at `at`
+
+
+class _Canonical(dict):
+    """Names for a kernel's values in order of first use: x0, x1, ..."""
+
+    def __missing__(self, v):
+        name = self[v] = f"x{len(self)}"
+        return name
+
+
+def _no_comment(op) -> str:
+    return ""
+
+
+class ModuleSource(Buffers):
     """Builds the module text for a Fusion; also the per-signature values its runner needs."""
 
     def __init__(self, fusion, memory, options, parallel=False):
@@ -138,16 +169,27 @@ class ModuleSource:
         self.functions: list[str] = []
         self.tasks: list[str] = []     # the pool tasks' cfuncs: their addresses go in TASKS
         self.kernel_count = 0
+        self.shared: dict = {}         # a kernel's code, names left out -> (name, task index)
+        self.products = 0              # matrix product functions (matmul)
+        self.product_kinds = Counter(_product_kind(fusion, node.op) for node in fusion.nodes
+                                     if isinstance(node, Step) and node.kind == "blas")
+        self.row: dict = {}            # value in a row of a stack (a Stack) -> that row
+        self.stacked: set = set()      # the values stacks were made for (not later tenants)
+        self.results = set(fn.results)
         self.hosts: list = []          # host step ops, in order
-        self.segment_args: dict = {}   # segment name -> (values, uses D, C, TASKS)
+        self.segment_args: dict = {}   # segment name -> (values, uses A, D, C, TASKS)
         self.pooled: list = []         # values whose fresh buffers the runner keeps in its pool
         self.buffer_root: dict = {}    # value in a pooled buffer -> the pooled value owning it
-        self.seg_pooled: list = []     # the pooled values of the segment being built
+        self.slots: list = []          # A: per slot, the value whose buffer's address it holds
+        self.uses_at = False           # whether the segment being built reads A
+        self.seg_arrays: set = set()   # values in pooled buffers it has made arrays of
+        self.seg_owned: dict = {}      # pooled buffers it takes as the runner's arrays
+        self.pending: list = []        # entry lines the next statement needs first
         self.locations: list = []      # WHERE: the user's lines that index checks name
         self.checked: set = set()      # (index array, size, axis) checked in this segment
         self.consts = [op.out for op in fn.ops
                        if op.prim == "constant" and fusion.kind[op.out] == CONST]
-        order = list(fn.params) + self.consts + [op.out for op in fn.ops]
+        order = list(fn.params) + self.consts + [v for op in fn.ops for v in op.outputs]
         self.position = {v: i for i, v in reversed(list(enumerate(order)))}
         self.streamed = self.stream_outputs()
 
@@ -181,42 +223,84 @@ class ModuleSource:
     # -- kernels -------------------------------------------------------------------------
 
     def kernel(self, k: Kernel) -> str:
-        """Emit kernel k's function; returns the call line for the entry."""
-        name = f"k{self.kernel_count}"
+        """The entry's call of kernel k. Its functions are emitted only if no earlier kernel
+        has the same code: an unrolled Python loop repeats its kernels (the HMM's 299 kernels
+        are 23 functions), and each function costs Numba 0.1-0.3 s however often it runs. The
+        code is compared with values renamed in order of use and without comments, so the
+        function is written once, with the names and IR equations of its first kernel."""
+        number = self.kernel_count
         self.kernel_count += 1
-        src = KernelSource(k, self.fusion, self.names, self.syms, self.describe, name,
-                           self.parallel, self.streamed.get(k, frozenset()),
-                           pool.AVAILABLE and not self.parallel, self.where)
-        body = src.build()
-        self.pending_checks = src.index_checks
+        key_form = self.kernel_functions(k, "k", _Canonical(), _no_comment)
+        self.pending_checks = key_form.src.index_checks
+        key = "\n\n\n".join(key_form.functions)
+        shared = self.shared.get(key)
+        if shared is None:
+            name = f"k{number}"
+            built = self.kernel_functions(k, name, self.names, self.describe)
+            self.functions += built.functions
+            if built.task:
+                self.tasks.append(f"{name}_task")
+            shared = self.shared[key] = (name, len(self.tasks) - 1)
+        name, task = shared
+        args = [p if isinstance(p, str) else self.array(p) for p in key_form.params]
+        if key_form.block:
+            args.append(self.block(key_form.block))
+        args = ", ".join(args)
+        call = f"{name}_launch(TASKS[{task}], {args})" if key_form.task else f"{name}({args})"
+        notes = [f"kernel {number}, the code of kernel {name[1:]}"] \
+            if name != f"k{number}" else []
+        notes += [f"at: {', '.join(map(self.label, key_form.block))}"] \
+            if key_form.block else []
+        call += f"  # {'; '.join(notes)}" if notes else ""
+        lhs = ", ".join(self.names[v] for v in key_form.src.scalar_outputs)
+        return f"{lhs} = {call}" if lhs else call
+
+    def kernel_functions(self, k: Kernel, name: str, names, describe) -> _Functions:
+        """The functions of kernel k named `name` (the kernel, its chunk function, its pool
+        task and launcher), with values called by `names` and lines commented by
+        `describe`, and what the entry passes them."""
+        src, body = self.kernel_source(k, name, names, describe, self.stack_rows(k))
+        # Numba's parallel loops lose stores into arrays made by carray: those take arrays
+        parallel = src.chunked or src.parallel_rows
+        if parallel and src.stacks:
+            src, body = self.kernel_source(k, name, names, describe, {})
+        out = _Functions(src)
         outputs = [v for v in self.fusion.outputs[k] if v.shape != ()]
-        returns = src.scalar_outputs
-        symbols = _symbols(body)
-        args = symbols + [self.names[v] for v in src.inputs] + \
-            [f"{self.names[v]}_out" for v in outputs]
-        opts = self.options("kernel", reduction=src.has_reduction,
-                            parallel=src.chunked or src.parallel_rows)
+        arrays = [(names[v], v) for v in src.inputs] + [(f"{names[v]}_out", v) for v in outputs]
+        block = [(a, v) for a, v in arrays if not parallel and self.by_address(v)
+                 and v not in src.stack_rows]
+        block += [(a, stack) for stack, a in src.stacks.items()]
+        passed = [(a, v) for a, v in arrays if not self.by_address(v) or parallel]
+        made = [f"    buf = numba.carray(address(at), {len(block)}, np.int64)"] if block else []
+        made += [f"    {a} = {self.carray(f'buf[{i}]', v)}" for i, (a, v) in enumerate(block)]
+        body = "\n".join(made + [body])
+        symbols = symbols_in(body)
+        args = symbols + [a for a, _ in arrays]
+        params = symbols + [a for a, _ in passed] + (["at"] if block else [])
+        opts = self.options("kernel", reduction=src.has_reduction, parallel=parallel)
         doc = (f'    """kernel {name[1:]}: {len(k.ops)} ops over {_dom(k, self.syms)}, '
                f'{src.passes} pass{"es" if src.passes > 1 else ""}"""')
         if src.chunked:
             body = body.replace("ARGS)", f"{', '.join(args)})")
             chunk_opts = self.options("kernel", reduction=src.has_reduction)
-            self.functions.append(f"@numba.njit({_options(chunk_opts)})\n"
-                                  f"def {name}_chunk(lo, hi, {', '.join(args)}):\n"
-                                  f'    """kernel {name[1:]} over elements lo:hi"""\n'
-                                  f"{src.chunk_body}")
+            out.functions.append(f"@numba.njit({_options(chunk_opts)})\n"
+                                 f"def {name}_chunk(lo, hi, {', '.join(args)}):\n"
+                                 f'    """kernel {name[1:]} over elements lo:hi"""\n'
+                                 f"{src.chunk_body}")
         split = ["lo", "hi"] if src.pool_split else []
-        self.functions.append(f"@numba.njit({_options(opts)})\n"
-                              f"def {name}({', '.join(split + args)}):\n{doc}\n{body}")
-        call_args = symbols + [self.names[v] for v in src.inputs] + \
-            [self.names[v] for v in outputs]
-        call = f"{name}({', '.join(call_args)})"
+        out.functions.append(f"@numba.njit({_options(opts)})\n"
+                             f"def {name}({', '.join(split + params)}):\n{doc}\n{body}")
+        out.params = symbols + [v for _, v in passed]
+        out.block = [v for _, v in block]
         if src.pool_split:
-            arrays = [(self.names[v], v) for v in src.inputs] + \
-                [(f"{self.names[v]}_out", v) for v in outputs]
-            call = self.pool_kernel(name, src, symbols, arrays, call_args)
-        lhs = ", ".join(self.names[v] for v in returns)
-        return f"{lhs} = {call}" if lhs else call
+            self.pool_kernel(out, name, symbols, passed)
+        return out
+
+    def kernel_source(self, k, name, names, describe, rows):
+        src = KernelSource(k, self.fusion, names, self.syms, describe, name,
+                           self.parallel, self.streamed.get(k, frozenset()),
+                           pool.AVAILABLE and not self.parallel, self.where, rows)
+        return src, src.build()
 
     def where(self, op) -> str:
         """The code naming op's source line in an error message: an entry of WHERE, a module
@@ -234,7 +318,7 @@ class ModuleSource:
             if (idx, n, axis) not in self.checked:
                 self.checked.add((idx, n, axis))
                 check = "check_indices" if idx.shape != () else "check_index"
-                lines.append(f"{check}({self.names[idx]}, {self.syms.dim(n)}, {axis}, {where})")
+                lines.append(f"{check}({self.array(idx)}, {self.syms.dim(n)}, {axis}, {where})")
         return lines
 
     def scan(self, op) -> str:
@@ -260,73 +344,61 @@ class ModuleSource:
         lines.append(pad + f"acc += {self.names[x]}[{index}]")
         lines.append(pad + f"{self.names[v]}_out[{index}] = acc")
         body = "\n".join(lines)
-        symbols = _symbols(body)
+        symbols = symbols_in(body)
         args = symbols + [self.names[x], f"{self.names[v]}_out"]
         opts = self.options("kernel", reduction=False, parallel=False)
         self.functions.append(f"@numba.njit({_options(opts)})\ndef {name}({', '.join(args)}):\n"
                               f'    """cumsum along axis {axis}"""\n{body}')
-        return f"{name}({', '.join(symbols + [self.names[x], self.names[v]])})"
+        return f"{name}({', '.join(symbols + [self.array(x), self.array(v)])})"
 
-    def pool_kernel(self, name, src, symbols, arrays, call_args) -> str:
-        """Emit the task and launcher that run kernel `name` as parts on OpenBLAS's threads
-        (pool.py); returns the launcher's call for the entry."""
+    def pool_kernel(self, out: _Functions, name, symbols, passed):
+        """Add the task and launcher that run kernel `name` as parts on OpenBLAS's threads
+        (pool.py) to its functions; the entry calls the launcher."""
+        src = out.src
         loop = src.loops[0] if src.pool_split == "rows" else src.loops[-1]
         m = self.syms.dim(src.k.domain[loop])
-        shapes = {a: self.shape(v.shape) for a, v in arrays}
-        syms = _symbols(" ".join([*symbols, *shapes.values(), m]))
-        kernel_args = symbols + [a for a, _ in arrays]
-        slots = len(syms) + len(arrays)
+        shapes = {a: self.shape(v.shape) for a, v in passed}
+        syms = symbols_in(" ".join([*symbols, *shapes.values(), m]))
+        params = [a for a, _ in passed] + (["at"] if out.block else [])
+        slots = len(syms) + len(params)
         floats = any(s[0] == "c" for s in syms)
         what = f"kernel {name[1:]} over {src.pool_split} lo:hi"
         task = [f"t = numba.carray(address(c), {slots}, np.int64)"]
         task += [f"f = numba.carray(address(c), {slots}, np.float64)"] if floats else []
         task += [f"{s} = {'f' if s[0] == 'c' else 't'}[{i}]" for i, s in enumerate(syms)]
         task += [f"lo = a >> {pool.SHIFT}",
-                 f"{name}(lo, lo + m, " + ", ".join(symbols + [
-                     f"numba.carray(address(t[{len(syms) + i}]), {shapes[a]}, "
-                     f"np.{_np_name(v.dtype)})" for i, (a, v) in enumerate(arrays)]) + ")",
+                 f"{name}(lo, lo + m, " + ", ".join(
+                     symbols + [self.carray(f"t[{len(syms) + i}]", v)
+                                for i, (a, v) in enumerate(passed)]
+                     + ([f"t[{slots - 1}]"] if out.block else [])) + ")",
                  "return 0"]
-        self.functions.append(
+        out.functions.append(
             "@numba.cfunc(task_signature, error_model='numpy', cache=True)\n"
             f"def {name}_task(m, n, k, alpha, a, lda, b, ldb, c, ldc, sb):\n"
             f'    """{what}, on a thread of OpenBLAS\'s pool: its arguments are in the int64 '
             f'array at c"""\n' + "\n".join("    " + line for line in task))
-        params = syms + [a for a, _ in arrays]
-        contiguous = " and ".join(f"{a}.flags.c_contiguous" for a, _ in arrays)
         fill = [f"{'f' if s[0] == 'c' else 't'}[{i}] = {s}" for i, s in enumerate(syms)]
-        fill += [f"t[{len(syms) + i}] = {a}.ctypes.data" for i, (a, _) in enumerate(arrays)]
+        fill += [f"t[{len(syms) + i}] = {a}.ctypes.data" for i, (a, _) in enumerate(passed)]
+        fill += [f"t[{slots - 1}] = at"] if out.block else []
         launch = [f"threads = min(pool_threads(), {m})",
-                  f"if threads > 1 and {contiguous}:",
+                  "if " + " and ".join(["threads > 1"] + [f"{a}.flags.c_contiguous"
+                                                         for a, _ in passed]) + ":",
                   f"    t = np.empty({slots}, np.int64)",
                   *(["    f = t.view(np.float64)"] if floats else []),
                   *["    " + line for line in fill],
                   f"    pool_run(task, t, {m}, threads)",
                   "else:",
-                  f"    {name}(0, {m}, {', '.join(kernel_args)})"]
+                  f"    {name}(np.int64(0), {m}, {', '.join(symbols + params)})"]
         opts = self.options("kernel")
-        self.functions.append(
+        out.functions.append(
             f"@numba.njit({_options(opts)})\n"
-            f"def {name}_launch(task, {', '.join(params)}):\n"
+            f"def {name}_launch(task, {', '.join(syms + params)}):\n"
             f'    """{what} as parts on OpenBLAS\'s threads, or all here"""\n'
             + "\n".join("    " + line for line in launch))
-        self.tasks.append(f"{name}_task")
-        by_param = dict(zip(kernel_args, call_args))
-        return f"{name}_launch(TASKS[{len(self.tasks) - 1}], " \
-            f"{', '.join(by_param.get(p, p) for p in params)})"
+        out.task = True
+        out.params = syms + [v for _, v in passed]
 
     # -- entry ---------------------------------------------------------------------------
-
-    def alloc(self, v) -> str:
-        reuse = self.memory.get(v)
-        if reuse is not None:
-            if reuse in self.buffer_root:
-                self.buffer_root[v] = self.buffer_root[reuse]
-            return f"{self.names[v]} = {self.names[reuse]}  # reuses the buffer of " \
-                   f"{self.describe.names[reuse]}"
-        self.pooled.append(v)
-        self.seg_pooled.append(v)
-        self.buffer_root[v] = v
-        return f"# {self.names[v]}: a pooled {self.describe.type(v)} buffer, passed in by run"
 
     def shape(self, shape) -> str:
         items = [self.syms.dim(n) for n in shape]
@@ -334,11 +406,10 @@ class ModuleSource:
 
     def step(self, s: Step) -> str:
         op, name = s.op, self.names[s.op.out]
-        ins = [self.names[v] for v in op.inputs]
         comment = f"  # {self.describe(op)}"
         if s.kind == "blas":
-            fn = "gemm" if op.out.type.ndim == 2 else "bmm"
-            return f"{fn}({ins[0]}, {ins[1]}, {name}){comment}"
+            return self.matmul(op)
+        ins = [self.array(v, owned=True) for v in op.inputs]
         if op.prim == "transpose" and not is_view(op):
             return f"{name} = {ins[0]}.T{comment}"
         if s.kind == "view":
@@ -346,6 +417,38 @@ class ModuleSource:
             base = ins[0] if self.contiguous(src) else f"np.ascontiguousarray({ins[0]})"
             return f"{name} = {base}.reshape({self.shape(op.out.shape)}){comment}"
         raise AssertionError(f"codegen: no entry code for step {s!r}")
+
+    def matmul(self, op) -> str:
+        """The entry's line running one matrix product (blas.py). A product of a kind the
+        program makes at least PRODUCT_REPEATS times is a call of a function that, like a
+        kernel, gets the operands in pooled buffers by address: an unrolled LSTM makes 190
+        products of 4 kinds, and each would otherwise make its arrays in the entry
+        (numba.carray: ~20 ms of compile time a line). A function costs ~0.15 s, so a
+        product made once or twice (an MLP's) is called in the entry itself."""
+        values = [*op.inputs, op.out]
+        product = "gemm" if op.out.type.ndim == 2 else "bmm"
+        if self.product_kinds[_product_kind(self.fusion, op)] < PRODUCT_REPEATS:
+            a, b, out = map(self.array, values)
+            return f"{product}({a}, {b}, {out})  # {self.describe(op)}"
+        operands = list(zip(("a", "b", "out"), values))
+        block = [(n, v) for n, v in operands if self.by_address(v)]
+        passed = [(n, v) for n, v in operands if not self.by_address(v)]
+        made = [f"buf = numba.carray(address(at), {len(block)}, np.int64)"] if block else []
+        made += [f"{n} = {self.carray(f'buf[{i}]', v)}" for i, (n, v) in enumerate(block)]
+        body = "\n".join("    " + line for line in made + [f"{product}(a, b, out)"])
+        params = symbols_in(body) + [n for n, _ in passed] + (["at"] if block else [])
+        text = (f"@numba.njit({_options(self.options('kernel'))})\n"
+                f"def MM({', '.join(params)}):\n"
+                f'    """the matrix product out = a @ b"""\n{body}')
+        name = self.shared.get(text)
+        if name is None:
+            name = self.shared[text] = f"mm{self.products}"
+            self.products += 1
+            self.functions.append(text.replace("def MM(", f"def {name}(", 1))
+        args = symbols_in(body) + [self.array(v) for _, v in passed]
+        args += [self.block([v for _, v in block])] if block else []
+        at = f"; at: {', '.join(self.names[v] for _, v in block)}" if block else ""
+        return f"{name}({', '.join(args)})  # {self.describe(op)}{at}"
 
     def contiguous(self, v) -> bool:
         kind = self.fusion.kind[v]
@@ -372,9 +475,10 @@ class ModuleSource:
             if isinstance(seg, Step):
                 self.hosts.append(seg.op)
                 ins = ", ".join(self.names[v] for v in seg.op.inputs)
-                runner.append(f"{self.names[seg.op.out]} = host{len(self.hosts) - 1}({ins})"
+                outs = ", ".join(self.names[v] for v in seg.op.outputs)  # control flow: several
+                runner.append(f"{outs} = host{len(self.hosts) - 1}({ins})"
                               f"  # {self.describe(seg.op)}")
-                defined.add(seg.op.out)
+                defined.update(seg.op.outputs)
                 continue
             if not seg and i > 0 and i < len(segments) - 1:
                 continue
@@ -387,7 +491,8 @@ class ModuleSource:
             lhs = ", ".join(self.names[v] for v in returned)
             runner.append(f"{lhs}{',' if len(returned) == 1 else ''} = {call}" if returned
                           else call)
-            runner += [f"{self.names[v]} = {self.names[self.buffer_root[v]]}" for v in outs
+            runner += [f"{self.names[v]} = {self.names[self.buffer_root[v]]}"
+                       + (f"[{self.row[v]}]" if v in self.row else "") for v in outs
                        if v in self.buffer_root and self.buffer_root[v] is not v]
             defined.update(outs)
         return self.module(runner)
@@ -407,26 +512,30 @@ class ModuleSource:
         return out
 
     def segment(self, name, nodes, defined, outs) -> str:
-        body, self.seg_pooled, self.checked = [], [], set()
+        body, self.checked, self.seg_arrays, self.seg_owned = [], set(), set(), {}
+        self.uses_at = self.uses_block = False
         for node in nodes:
             if isinstance(node, Kernel):
-                body += [self.alloc(v) for v in self.fusion.outputs[node] if v.shape != ()]
+                stacks = self.stacks(node)
+                stacked = {v for g in stacks for v in g}
+                lines = [self.alloc_stack(g) for g in stacks]
+                lines += [self.alloc(v) for v in self.fusion.outputs[node]
+                          if v.shape != () and v not in stacked]
                 call = self.kernel(node)
-                body += self.index_checks()
-                body.append(call)
-            elif node.kind == "scan":
-                body.append(self.alloc(node.op.out))
-                body.append(self.scan(node.op))
-            elif node.kind == "blas":
-                body.append(self.alloc(node.op.out))
-                body.append(self.step(node))
+                lines += self.index_checks() + [call]
+            elif node.kind in ("scan", "blas"):
+                lines = [self.alloc(node.op.out)]
+                lines.append(self.scan(node.op) if node.kind == "scan" else self.step(node))
             else:
-                body.append(self.step(node))
-        used = _symbols("\n".join(body))
-        reads = sorted(_unique(v for n in nodes for v in self.fusion.reads(n) if v in defined),
-                       key=self.position.__getitem__)
-        reads += self.seg_pooled
-        args = [self.names[v] for v in reads]
+                lines = [self.step(node)]
+            body += self.pending + lines
+            self.pending = []
+        used = symbols_in("\n".join(body))
+        reads = sorted(_unique(v for n in nodes for v in self.fusion.reads(n) if v in defined
+                               and not self.by_address(v)), key=self.position.__getitem__)
+        owned = list(self.seg_owned)
+        params = [self.names[v] for v in reads] + [f"{self.names[v]}_buf" for v in owned]
+        args = [self.names[v] for v in reads + owned]
         head = []
         for v in reads:
             if v.shape == () and v.dtype == "f32":
@@ -434,18 +543,20 @@ class ModuleSource:
         for s in used:
             table = "D" if s[0] == "d" else "C"
             head.append(f"{s} = {table}[{s[1:]}]")
-        if any(s[0] == "d" for s in used):
-            args.append("D")
-        if any(s[0] == "c" for s in used):
-            args.append("C")
-        if "TASKS[" in "\n".join(body):
-            args.append("TASKS")
-        self.segment_args[name] = (reads, "D" in args, "C" in args, "TASKS" in args)
+        if self.uses_block:
+            head.append("at = A.ctypes.data  # the addresses of the buffers kernels use")
+        tables = [t for t, used_ in (("A", self.uses_at), ("D", any(s[0] == "d" for s in used)),
+                                     ("C", any(s[0] == "c" for s in used)),
+                                     ("TASKS", "TASKS[" in "\n".join(body))) if used_]
+        args += tables
+        self.segment_args[name] = (reads + owned, *(t in tables for t in ("A", "D", "C",
+                                                                          "TASKS")))
         outs = [v for v in outs if v not in self.buffer_root]
         ret = ", ".join(self.names[v] for v in outs) + ("," if len(outs) == 1 else "")
         lines = head + body + [f"return {ret}" if outs else "return"]
         opts = self.options("entry")
-        self.functions.append(f"@numba.njit({_options(opts)})\ndef {name}({', '.join(args)}):\n"
+        self.functions.append(f"@numba.njit({_options(opts)})\n"
+                              f"def {name}({', '.join(params + tables)}):\n"
                               + "\n".join("    " + line for line in lines))
         return f"{name}({', '.join(args)})", outs
 
@@ -486,28 +597,6 @@ class ModuleSource:
         return "\n".join(self.imports() + ["", ""] + where + ["\n\n\n".join(self.functions)]
                          + ["", ""] + tasks + run) + "\n"
 
-    def pool_setup(self) -> list:
-        """The runner's pool: one slot per fresh buffer, kept from call to call."""
-        if not self.pooled:
-            return []
-        dims = _symbols("\n".join(self.shape(v.shape) for v in self.pooled))
-        return [f"{d} = int(D[{d[1:]}])" for d in dims] + [f"pool = [None] * {len(self.pooled)}"]
-
-    def take_buffers(self) -> list:
-        """Reuse the buffer of the last call only when the pool holds the one reference left
-        (getrefcount sees the pool, the local and its argument): a result the caller still
-        holds, or a view of it (through .base), keeps its buffer out of reach."""
-        lines = []
-        for i, v in enumerate(self.pooled):
-            n = self.names[v]
-            lines += [f"{n} = pool[{i}]",
-                      f"if {n} is None or getrefcount({n}) > 3:",
-                      f"    {n} = pool[{i}] = "
-                      f"{new_buffer(self.shape(v.shape), _np_name(v.dtype))}"]
-            if poison_on():             # a reused buffer holds the last call's values
-                lines += ["else:", f"    {n}.fill({POISON_FILL[_np_name(v.dtype)]})"]
-        return lines
-
     def aliases_input(self, v) -> bool:
         node = self.fusion.buffer_of(v)
         while isinstance(node, Step) and node.kind == "view":
@@ -519,7 +608,8 @@ class ModuleSource:
 
     def imports(self) -> list:
         called = set(re.findall(r"\b(\w+)\(", "\n".join(self.functions)))
-        lines = ["import math", "from sys import getrefcount", "", "import numba",
+        lines = ["import math", "import threading", "from sys import getrefcount", "",
+                 "import numba",
                  "import numpy as np", "from numba import prange", ""]
         funcs = mathlib_funcs() or {}
         used = [(p, dt) for p in MATH_FUNCS for dt in ("f64", "f32")
@@ -535,27 +625,28 @@ class ModuleSource:
         if self.tasks:
             lines.append("from fusegrad.codegen.pool import address, pool_run, pool_threads, "
                          "task_signature")
+        elif "address" in called:
+            lines.append("from fusegrad.codegen.pool import address")
         if "fma" in called:
             lines.append("from fusegrad.codegen.mathlib import fma")
         if used:
-            lines.append("from fusegrad.codegen.mathlib import FUNCS as _mathlib")
+            lines.append("from fusegrad.codegen.mathlib import KERNEL_FUNCS as _mathlib")
             lines += [f'{p}_{dt} = _mathlib[("{p}", "{dt}")]' for p, dt in used]
         return lines
 
 
+def _product_kind(fusion, op) -> tuple:
+    """What decides a matrix product function's code: the types, and which operands live in
+    buffers the entry allocates (those it passes by address)."""
+    def allocated(v):
+        node = fusion.buffer_of(v)
+        return isinstance(node, Kernel) or isinstance(node, Step) and node.kind in ("blas",
+                                                                                  "scan")
+    return tuple((v.type, allocated(v)) for v in (*op.inputs, op.out))
+
+
 def _dom(k: Kernel, syms) -> str:
     return f"[{', '.join(syms.dim(n) for n in k.domain)}]"
-
-
-def _np_name(dtype: str) -> str:
-    return {"f32": "float32", "f64": "float64", "i64": "int64", "bool": "bool_"}[dtype]
-
-
-def _symbols(text: str) -> list[str]:
-    """The dN and cN symbols a piece of code uses (comments excluded), in numeric order."""
-    code = "\n".join(line.split("  # ")[0] for line in text.splitlines())
-    found = {(m.group(1), int(m.group(2))) for m in SYMBOL.finditer(code)}
-    return [f"{kind}{n}" for kind, n in sorted(found)]
 
 
 def _options(opts: dict) -> str:

@@ -49,8 +49,10 @@ class KernelSource:
     returns, `passes` the passes over a row, and `has_reduction` / `serial` decide options."""
 
     def __init__(self, kernel: Kernel, fusion, names, syms, describe, name: str,
-                 parallel=False, streamed=frozenset(), pool=False, where=None):
+                 parallel=False, streamed=frozenset(), pool=False, where=None, rows=None):
         self.k, self.fusion, self.names, self.syms = kernel, fusion, names, syms
+        self.stack_rows = rows or {}  # value -> (stack, row): it is that row of a stack
+        self.stacks: dict = {}       # the stacks it reads or writes -> their names, s0, s1, ...
         self.where = where           # op -> the code of its source line, for an error
         self.index_checks: dict = {}  # (index array, size, axis) -> where: checked before
         self.may_raise = False       # an index it computes is checked in the loop
@@ -188,7 +190,7 @@ class KernelSource:
         if v in self.streamed and self.streams(index):
             self.stream(v, e, depth, phase)
             return
-        self.put(f"{self.buffer(v)}[{_join(index)}] = {e.text}", depth, phase)
+        self.put(f"{self.element(v, index, out=True)} = {e.text}", depth, phase)
 
     def streams(self, index) -> bool:
         """Whether an output stored at `index` can go out a row at a time: stored over the
@@ -215,6 +217,14 @@ class KernelSource:
 
     def buffer(self, v) -> str:
         return f"{self.names[v]}_out"
+
+    def element(self, v, index, out=False) -> str:
+        """v at index: an element of its array, or of its row of a stack."""
+        if v not in self.stack_rows:
+            return f"{self.buffer(v) if out else self.names[v]}[{_join(index)}]"
+        stack, row = self.stack_rows[v]
+        name = self.stacks.setdefault(stack, f"s{len(self.stacks)}")
+        return f"{name}[{row}, {_join(index)}]"
 
     def row_index(self, shape) -> tuple:
         outer = iter(self.loops[:self.split])
@@ -278,7 +288,7 @@ class KernelSource:
         self.inputs.setdefault(v, None)
         if v.shape == ():
             return Expr(name)
-        return Expr(f"{name}[{_join(index)}]", max(i.depth for i in index))
+        return Expr(self.element(v, index), max(i.depth for i in index))
 
     def compute(self, op, index) -> Expr:
         if op.prim not in ELEMENTWISE:

@@ -20,10 +20,11 @@ correctly rounded values: at most 1.5), over the whole range including subnormal
 signed zeros. sin and cos reduce by pi/2 with three constants: accurate for |x| < 2**43
 (float64) and |x| < 2**19 (float32); beyond that the result is wrong but stays in [-1, 1].
 
-The functions are `njit(inline='always')`: Numba pastes their IR into the caller, the only way
-the big ones (erf, logistic) reliably inline and vectorize. The pasted code takes the caller's
-flags: fastmath={'reassoc'} leaves every result bit-identical (tested), full fastmath breaks
-inf/nan handling; divisions are bare fdiv, so any error_model vectorizes. Without FMA hardware
+Kernels call the `KERNEL_FUNCS` copies: each compiled once as its own Numba function whose LLVM
+function is marked alwaysinline, so LLVM pastes it into every loop (the only way the big ones,
+erf and logistic, reliably inline and vectorize) while Numba types and lowers it once, not once
+per call site (mathlib_ops.llvm_inlined). They keep their own flags (no fastmath) inside any
+caller; divisions are bare fdiv, so any error_model vectorizes. Without FMA hardware
 (pre-AVX2 x86) llvm.fma becomes a libm call: still correct, but slow. `FUNCS` maps
 (name, "f64" | "f32") to the function for code generation; atan2 and hypot take two operands.
 
@@ -36,7 +37,7 @@ import numpy as np
 
 from . import mathlib_arc
 from .mathlib_ops import (_div, _frexp, _horner, _jit, _ldexp, _pow2, _typed, copysign,
-                          floor, fma, rint)
+                          floor, fma, llvm_inlined, rint)
 
 
 # Constants per dtype. Polynomial tables list coefficients highest degree first.
@@ -291,6 +292,7 @@ def _build(T, table):
 _arc64, _arc32 = mathlib_arc.build(np.float64, _logs64), mathlib_arc.build(np.float32, _logs32)
 FUNCS = {(name, dt): f for dt, fs in (("f64", {**_f64, **_arc64}), ("f32", {**_f32, **_arc32}))
          for name, f in fs.items()}
+KERNEL_FUNCS = {key: llvm_inlined(f) for key, f in FUNCS.items()}
 
 exp64, expm1_64, log64, log1p64, tanh64, sigmoid64, erf64, sin64, cos64 = _f64.values()
 exp32, expm1_32, log32, log1p32, tanh32, sigmoid32, erf32, sin32, cos32 = _f32.values()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 
 import numpy as np
 
@@ -135,3 +136,18 @@ def reduction_update(prim: str, acc: str, x: str) -> str:
         return f"{acc} *= {x}"
     cmp = ">" if prim == "reduce_max" else "<"
     return f"{acc} = {x} if {x} {cmp} {acc} or {x} != {x} else {acc}"
+
+
+def np_name(dtype: str) -> str:
+    """The NumPy name of an IR dtype."""
+    return {"f32": "float32", "f64": "float64", "i64": "int64", "bool": "bool_"}[dtype]
+
+
+SYMBOL = re.compile(r"\b([dc])(\d+)\b")
+
+
+def symbols_in(text: str) -> list[str]:
+    """The dN and cN symbols a piece of code uses (comments excluded), in numeric order."""
+    code = "\n".join(line.split("  # ")[0] for line in text.splitlines())
+    found = {(m.group(1), int(m.group(2))) for m in SYMBOL.finditer(code)}
+    return [f"{kind}{n}" for kind, n in sorted(found)]

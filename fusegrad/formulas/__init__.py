@@ -52,14 +52,20 @@ Conventions:
     * gelu: exact Phi(x) + x phi(x), or the derivative of the tanh approximation.
 
 The rules are grouped by category in the modules of this package (elementwise.py, structural.py,
-reductions.py, linalg.py, composites.py, custom.py); table.py holds the registration and the
-helpers they share.
+reductions.py, linalg.py, composites.py, custom.py, control.py); table.py holds the registration
+and the helpers they share. Two things only control flow needs (control.py): a rule may set
+`rule.partial_g = True` to get None in g for the outputs no gradient reaches (a scan's
+residuals), and FORWARD_RULES maps a primitive to the function the autodiff pass runs on each
+of its ops a gradient flows through before the backward walk, returning the op to run instead
+(a scan that also stacks the residuals its rule reads).
 """
 
-from . import (composites, custom, elementwise, linalg, reductions, special,  # noqa: F401
-               structural)
+from . import (composites, control, custom, elementwise, linalg, reductions,  # noqa: F401
+               special, structural)
 from .table import (NON_DIFFERENTIABLE, _vjp, node_names, sum_to_shape, unbroadcast_and_cast,
                     vjp_rules)
 
-__all__ = ["NON_DIFFERENTIABLE", "_vjp", "node_names", "sum_to_shape", "unbroadcast_and_cast",
-           "vjp_rules"]
+FORWARD_RULES = {"scan": control.scan_forward}
+
+__all__ = ["FORWARD_RULES", "NON_DIFFERENTIABLE", "_vjp", "node_names", "sum_to_shape",
+           "unbroadcast_and_cast", "vjp_rules"]

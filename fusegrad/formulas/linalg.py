@@ -33,6 +33,14 @@ Conventions:
   solves with a singular r or a need a⁻¹ and raise LinAlgError, as the forward solve does.
 * Packed results (ir/linalg.py): the rules of eigh, svd, qr and slogdet get g and out in the
   packed layout and cut them with `_unpack`.
+* Full factors of a non-square a (svd with full_matrices, qr mode "complete" of a tall a): the
+  columns of u (q) and rows of vt past min(m, n) are any orthonormal basis of a complement, so
+  they have no derivative. The gradient goes through the first min(m, n), which are the
+  reduced factors, as PyTorch's does; unlike PyTorch, which drops a cotangent that reaches the
+  rest, the rule adds `require_zero` of it, which raises NotImplementedError at run time when
+  it is not all zeros (JAX refuses every gradient of a full svd). r's rows past n are zeros
+  and their cotangent is rightly dropped. qr mode "raw" (LAPACK's reflectors) has no rule: its
+  gradient raises NotImplementedError.
 """
 
 from __future__ import annotations
@@ -113,12 +121,13 @@ def _cols(v):
     return lax.reshape(v, tuple(v.shape) + (1,))
 
 
-def _unpack(prim, packed, shape):
-    """The results packed in `packed`'s last axis, for an operand of `shape`."""
+def _unpack(prim, packed, shape, **params):
+    """The results packed in `packed`'s last axis, for an operand of `shape` and prim's
+    params."""
     batch = tuple(packed.shape)[:-1]
     r = len(batch)
     return [lax.reshape(lax.slice(packed, (0,) * r + (start,), batch + (stop,)), batch + piece)
-            for start, stop, piece in packed_parts(prim, shape)]
+            for start, stop, piece in packed_parts(prim, shape, **params)]
 
 
 def _gaps(w, squared=False):
@@ -187,11 +196,37 @@ def eigh(g, out, a, *, lower):
     return (_onto_triangle(abar, lower),)
 
 
-@_vjp("svd", "SvdBackward", reads="out a.shape")
-def svd(g, out, a):
+def _not_unique(extra, a, call, part):
+    """Zeros of a's shape, added to ā so that the check stays in the program: it raises when a
+    cotangent reached `extra`, the part of a full factor that is not unique."""
     m, n = a.shape[-2:]
-    u, s, vt = _unpack("svd", out, a.shape)
-    gu, gs, gvt = _unpack("svd", g, a.shape)
+    return bind("require_zero", extra, shape=tuple(a.shape), message=(
+        f"np.linalg.{call} of [{m}, {n}] matrices: the gradient reached {part}, which is not "
+        f"unique (any orthonormal basis of a complement will do), nor is its derivative: "
+        f"differentiate through the first {min(m, n)} only, or use the reduced factorization"))
+
+
+@_vjp("svd", "SvdBackward", reads="out a.shape")
+def svd(g, out, a, *, full_matrices=False):
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    u, s, vt = _unpack("svd", out, a.shape, full_matrices=full_matrices)
+    gu, gs, gvt = _unpack("svd", g, a.shape, full_matrices=full_matrices)
+    if not full_matrices or m == n:
+        return (_svd_reduced(gu, gs, gvt, u, s, vt),)
+    if m > n:           # u [m, m]: its first k columns are the reduced u
+        (u, _), (gu, extra) = _split_columns(u, k), _split_columns(gu, k)
+        part = f"u[..., :, {k}:]"
+    else:               # vt [n, n]: its first k rows are the reduced vt
+        (vt, _), (gvt, extra) = _split_rows(vt, k), _split_rows(gvt, k)
+        part = f"vh[..., {k}:, :]"
+    check = _not_unique(extra, a, "svd(full_matrices=True)", part)
+    return (_svd_reduced(gu, gs, gvt, u, s, vt) + check,)
+
+
+def _svd_reduced(gu, gs, gvt, u, s, vt):
+    """ā for the reduced factors u [m, k], s [k], vt [k, n] (Townsend 2016)."""
+    m, n = u.shape[-2], vt.shape[-1]
     f, k = _gaps(s, squared=True), min(m, n)
     utgu, vtgv = lax.matmul(_mT(u), gu), lax.matmul(vt, _mT(gvt))
     inner = (f * (utgu - _mT(utgu))) * _rows(s) + _cols(s) * (f * (vtgv - _mT(vtgv))) \
@@ -202,7 +237,7 @@ def svd(g, out, a):
         abar = abar + lax.matmul((gu - lax.matmul(u, utgu)) * _rows(sinv), vt)
     if n > k:       # u s⁻¹ v̄ᵀ (1 - v vᵀ)
         abar = abar + lax.matmul(u, _cols(sinv) * (gvt - lax.matmul(_mT(vtgv), vt)))
-    return (abar,)
+    return abar
 
 
 def _qr_square_or_tall(gq, gr, q, r):
@@ -220,11 +255,27 @@ def _split_columns(x, m):
             lax.slice(x, (0,) * (rank - 1) + (m,), shape))
 
 
+def _split_rows(x, m):
+    """x[..., :m, :] and x[..., m:, :]."""
+    top, bottom = _split_columns(_mT(x), m)
+    return _mT(top), _mT(bottom)
+
+
 @_vjp("qr", "QrBackward", reads="out a.shape")
-def qr(g, out, a):
+def qr(g, out, a, *, mode="reduced"):
     m, n = a.shape[-2:]
-    q, r = _unpack("qr", out, a.shape)
-    gq, gr = _unpack("qr", g, a.shape)
+    if mode == "raw":
+        raise NotImplementedError(
+            "np.linalg.qr(mode='raw') has no gradient in fusegrad: the Householder reflectors "
+            "h and factors tau are LAPACK's storage, not a function fusegrad differentiates; "
+            "use mode='reduced' (q, r)")
+    q, r = _unpack("qr", out, a.shape, mode=mode)
+    gq, gr = _unpack("qr", g, a.shape, mode=mode)
+    if m > n and mode == "complete":    # q's first n columns and r's first n rows are the
+        (q, _), (gq, extra) = _split_columns(q, n), _split_columns(gq, n)   # reduced ones;
+        r, gr = _split_rows(r, n)[0], _split_rows(gr, n)[0]                 # r's rest is 0
+        check = _not_unique(extra, a, "qr(mode='complete')", f"q[..., :, {n}:]")
+        return (_qr_square_or_tall(gq, gr, q, r) + check,)
     if m >= n:
         return (_qr_square_or_tall(gq, gr, q, r),)
     (rx, ry), (grx, gry) = _split_columns(r, m), _split_columns(gr, m)

@@ -15,6 +15,8 @@ NON_DIFFERENTIABLE = frozenset((
     "argsort", "argpartition",
     # elementwise breadth (issue 14): the sign bit
     "signbit",
+    # linear algebra (issue 14): zeros, or an error (formulas/linalg.py's full factors)
+    "require_zero",
 ))
 
 vjp_rules: dict = {}

@@ -27,6 +27,10 @@ SECTIONS = {
     "Composites": "Composites are single ops with their own VJP in the formula table "
                   "(numerically stable, with small saved state); the `lower` pass expands them "
                   "into the primitives above before fusion.",
+    "Control flow": "Structured loops and branches (`fusegrad.lax`), each one op whose body or "
+                    "branches are nested Functions held in its params, printed as indented "
+                    "regions under the op (see \"Nested functions\" above). Operands the body "
+                    "reads from the enclosing function are explicit consts.",
     "Custom rules": "The op a `fusegrad.custom_vjp` function leaves in a trace: its VJP is the "
                     "user's bwd. Its ops are noted `custom_vjp[<name>] fwd` / `bwd` in the IR; "
                     "the `lower` pass removes it before fusion.",

@@ -3,7 +3,9 @@
 `to_dot` writes DOT source by hand, so it needs neither the graphviz package nor the `dot`
 program; `render` pipes that source through `dot` to an svg, png or pdf file. Parameters and
 results are ellipses, ops are boxes labeled with the primitive and its key params, and fused
-kernels (lists of Ops from the fusion pass) are drawn as clusters.
+kernels (lists of Ops from the fusion pass) are drawn as clusters. So are the nested Functions
+of control flow (a scan's body, a cond's branches), drawn inside a cluster of their own next to
+the op that holds them.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .printer import describe_op, format_literal, value_names
+from .printer import describe_op, format_literal, functions_of, value_names
 from .values import Op, Value
 
 if TYPE_CHECKING:
@@ -32,27 +34,48 @@ _CONST_STYLE = 'shape=box, style="rounded,filled", fillcolor="#eeeeee"'
 
 
 def to_dot(fn: Function, clusters: list[list[Op]] | None = None) -> str:
-    """DOT source for fn; `clusters` (lists of fn's Ops) are drawn as `kernel k` boxes."""
+    """DOT source for fn; `clusters` (lists of fn's Ops) are drawn as `kernel k` boxes, and
+    the Functions an op holds (a loop's body, a cond's branches) as nested clusters."""
     graph = _Graph(fn)
-    for i, p in enumerate(fn.params):
-        graph.node(f"p{i}", graph.name(p) + "\n" + _type(p), _PARAM_STYLE)
-        if isinstance(p, Value):
-            graph.producer.setdefault(p, f"p{i}")
-    for i, op in enumerate(fn.ops):
-        style = _CONST_STYLE if op.prim in ("constant", "full", "iota") else _OP_STYLE
-        tooltip = f", tooltip={_quote(op.loc)}" if op.loc else ""
-        graph.node(f"op{i}", op_label(op, graph.names), style + tooltip)
-        for v in op.inputs:
-            graph.edge(v, f"op{i}")
-        for v in op.outputs:
-            if isinstance(v, Value):
-                graph.producer.setdefault(v, f"op{i}")
-    for k, r in enumerate(fn.results):
-        graph.node(f"r{k}", f"result {k}\n{_type(r)}", _RESULT_STYLE)
-        graph.edge(r, f"r{k}")
+    _draw(graph, fn)
     op_ids = {id(op): f"op{i}" for i, op in enumerate(fn.ops)}
     body = graph.nodes + graph.edges + _clusters(clusters or [], op_ids)
     return "\n".join([f"digraph {_quote(fn.name)} {{", *_HEADER, *body, "}"]) + "\n"
+
+
+def _draw(graph: _Graph, fn: Function) -> None:
+    pre = graph.prefix
+    for i, p in enumerate(fn.params):
+        graph.node(f"{pre}p{i}", graph.name(p) + "\n" + _type(p), _PARAM_STYLE)
+        if isinstance(p, Value):
+            graph.producer.setdefault(p, f"{pre}p{i}")
+    for i, op in enumerate(fn.ops):
+        style = _CONST_STYLE if op.prim in ("constant", "full", "iota") else _OP_STYLE
+        tooltip = f", tooltip={_quote(op.loc)}" if op.loc else ""
+        graph.node(f"{pre}op{i}", op_label(op, graph.names), style + tooltip)
+        for v in op.inputs:
+            graph.edge(v, f"{pre}op{i}")
+        for v in op.outputs:
+            if isinstance(v, Value):
+                graph.producer.setdefault(v, f"{pre}op{i}")
+        for key, sub in functions_of(op):
+            _region(graph, f"{pre}op{i}", key, sub)
+    for k, r in enumerate(fn.results):
+        graph.node(f"{pre}r{k}", f"result {k}\n{_type(r)}", _RESULT_STYLE)
+        graph.edge(r, f"{pre}r{k}")
+
+
+def _region(graph: _Graph, op_id: str, key: str, sub: Function) -> None:
+    """A nested Function as a cluster, with a dashed edge from the op to each of its params."""
+    inner = _Graph(sub, prefix=f"{op_id}_{key}_")
+    _draw(inner, sub)
+    graph.nodes.append(f"  subgraph cluster_{op_id}_{key} {{")
+    graph.nodes.append(f"    label={_quote(f'{key} @{sub.name}')}; style=\"rounded\"; "
+                       f"color=\"#5b8fc7\";")
+    graph.nodes += ["  " + line for line in inner.nodes + inner.edges]
+    graph.nodes.append("  }")
+    graph.edges += [f"  {op_id} -> {inner.prefix}p{i} [style=dashed];"
+                    for i in range(len(sub.params))]
 
 
 _HEADER = ("  rankdir=TB;", '  graph [fontname="Helvetica", fontsize=11];',
@@ -63,7 +86,8 @@ _HEADER = ("  rankdir=TB;", '  graph [fontname="Helvetica", fontsize=11];',
 class _Graph:
     """Nodes and edges collected in order; values nothing defines get a red placeholder."""
 
-    def __init__(self, fn: Function):
+    def __init__(self, fn: Function, prefix: str = ""):
+        self.prefix = prefix
         self.names = value_names(fn)
         self.producer: dict[Value, str] = {}
         self.nodes: list[str] = []
@@ -79,7 +103,7 @@ class _Graph:
     def edge(self, v, dst: str):
         src = self.producer.get(v) if isinstance(v, Value) else None
         if src is None:
-            src = f"undef{self.undefined}"
+            src = f"{self.prefix}undef{self.undefined}"
             self.undefined += 1
             self.node(src, self.name(v) + "\n(undefined)", 'shape=ellipse, color="#cc0000"')
             if isinstance(v, Value):

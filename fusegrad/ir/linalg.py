@@ -11,7 +11,10 @@ cuts the pieces out with `slice` and `reshape` (whose VJPs pad the cotangents ba
 packed layout, zeros where a piece is unused). `packed_parts` describes each layout.
 
 These implementations read only what NumPy reads: cholesky and eigh one triangle of `a`,
-triangular_solve one triangle of `a` (not its diagonal with `unit_diagonal`).
+triangular_solve one triangle of `a` (not its diagonal with `unit_diagonal`). svd with
+`full_matrices` and qr with mode "complete" or "raw" are NumPy's calls with those arguments, so
+NumPy's bits; `require_zero` is the check the gradients of their full factors make
+(formulas/linalg.py).
 """
 
 from __future__ import annotations
@@ -38,14 +41,19 @@ def _matrices(prim, *types, square=True):
     return a
 
 
-def packed_parts(prim: str, shape) -> list:
+def packed_parts(prim: str, shape, **params) -> list:
     """[(start, stop, shape)] of each result packed in the last axis of prim's output, for an
-    operand of `shape` [..., m, n]: eigh (w, v), svd (u, s, vt), qr (q, r), slogdet (sign,
-    logabsdet). The pieces' shapes exclude the batch axes."""
+    operand of `shape` [..., m, n] and prim's params: eigh (w, v), svd (u, s, vt; u [m, m] and
+    vt [n, n] with `full_matrices`), qr (q, r; mode "complete": q [m, m], r [m, n]; mode
+    "raw": h [n, m], tau), slogdet (sign, logabsdet). The pieces' shapes exclude the batch
+    axes."""
     m, n = shape[-2:]
     k = min(m, n)
-    pieces = {"eigh": [(n,), (n, n)], "svd": [(m, k), (k,), (k, n)],
-              "qr": [(m, k), (k, n)], "slogdet": [(), ()]}[prim]
+    full = params.get("full_matrices", False)
+    qr = {"reduced": [(m, k), (k, n)], "complete": [(m, m), (m, n)],
+          "raw": [(n, m), (k,)]}[params.get("mode", "reduced")] if prim == "qr" else None
+    pieces = {"eigh": [(n,), (n, n)], "svd": [(m, m if full else k), (k,), (n if full else k, n)],
+              "qr": qr, "slogdet": [(), ()]}[prim]
     out, start = [], 0
     for p in pieces:
         size = math.prod(p)
@@ -56,7 +64,9 @@ def packed_parts(prim: str, shape) -> list:
 
 def _packed_rule(prim, a, **params):
     _matrices(prim, a, square=prim in ("eigh", "slogdet"))
-    return a.with_shape(a.shape[:-2] + (packed_parts(prim, a.shape)[-1][1],))
+    if params.get("mode", "reduced") not in ("reduced", "complete", "raw"):
+        fail(prim, f"mode must be 'reduced', 'complete' or 'raw', not {params['mode']!r}", a)
+    return a.with_shape(a.shape[:-2] + (packed_parts(prim, a.shape, **params)[-1][1],))
 
 
 def _pack(*pieces, batch):
@@ -142,28 +152,48 @@ define("eigh", "host", _packed_rule, _eigh, section=SECTION,
                "columns of v (fusegrad.numpy slices them apart)"))
 
 
-def _svd(a):
+def _svd(a, *, full_matrices=False):
     a = np.asarray(a)
-    u, s, vt = np.linalg.svd(a, full_matrices=False)
+    u, s, vt = np.linalg.svd(a, full_matrices=full_matrices)
     return _pack(u, s, vt, batch=a.shape[:-2])
 
 
 define("svd", "host", _packed_rule, _svd, section=SECTION,
-       doc=Doc("a: [..., m, n] float", "", "[..., mk + k + kn], k = min(m, n): u, s, vt",
-               "`np.linalg.svd(a, full_matrices=False)` packed: u [m, k], singular values s "
-               "descending, vt [k, n], each row-major"))
+       doc=Doc("a: [..., m, n] float", "`full_matrices` (bool, default False)",
+               "[..., mk + k + kn], k = min(m, n): u, s, vt (full: mm + k + nn)",
+               "`np.linalg.svd(a, full_matrices)` packed: u [m, k] ([m, m] full), singular "
+               "values s descending, vt [k, n] ([n, n] full), each row-major"))
 
 
-def _qr(a):
+def _qr(a, *, mode="reduced"):
     a = np.asarray(a)
-    q, r = np.linalg.qr(a, mode="reduced")
-    return _pack(q, r, batch=a.shape[:-2])
+    return _pack(*np.linalg.qr(a, mode=mode), batch=a.shape[:-2])
 
 
 define("qr", "host", _packed_rule, _qr, section=SECTION,
-       doc=Doc("a: [..., m, n] float", "", "[..., mk + kn], k = min(m, n): q, r",
-               "`np.linalg.qr(a)` (reduced) packed: q [m, k] with orthonormal columns, "
-               "upper-triangular r [k, n], each row-major"))
+       doc=Doc("a: [..., m, n] float", '`mode`: "reduced" (default), "complete", "raw"',
+               "[..., mk + kn], k = min(m, n): q, r (complete: mm + mn; raw: nm + k)",
+               "`np.linalg.qr(a, mode)` packed, each row-major: q [m, k] with orthonormal "
+               "columns and upper-triangular r [k, n]; complete: q [m, m], r [m, n]; raw: "
+               "LAPACK geqrf's Householder reflectors h [n, m] and their factors tau [k]"))
+
+
+def _require_zero(x, *, shape, message):
+    if np.any(np.asarray(x) != 0):
+        raise NotImplementedError(message)
+    return np.zeros(tuple(shape), np.asarray(x).dtype)
+
+
+def _require_zero_rule(prim, x, *, shape, message):
+    require_float(prim, x)
+    return x.with_shape(tuple(shape))
+
+
+define("require_zero", "host", _require_zero_rule, _require_zero, section=SECTION,
+       doc=Doc("x float", "`shape`, `message` (str)", "x's dtype, `shape`",
+               "zeros; raises NotImplementedError(message) when x has an element that is not "
+               "0. The gradients of svd and qr with full matrices check with it that no "
+               "cotangent reached the singular vectors (columns of q) that are not unique"))
 
 
 def _slogdet(a):

@@ -1,7 +1,9 @@
 """Reads the text IR (printer.py) back into a Function; `str(parse(str(fn))) == str(fn)`.
 
 The parser is line based: a header line `func @name(%x: f64[4]) -> (f64[]) {`, one op per line,
-`return ...` and `}`. Each op goes through `Builder.add`, so types are re-inferred by the shape
+`return ...` and `}`. A param written `@name` refers to a nested function, which follows its
+op's line as a function of its own (indentation is not significant), in the order of the
+references. Each op goes through `Builder.add`, so types are re-inferred by the shape
 rules and must match the printed ones. Every error is a ParseError that names the line.
 docs/ir.md has the grammar.
 """
@@ -120,24 +122,51 @@ def parse(text: str) -> Function:
     lines = [line for line in lines if line.tokens]
     if not lines:
         raise ParseError("expected 'func @name(...) -> (...) {' but the text is empty", 1)
+    cursor = _Cursor(lines)
+    fn = _function(cursor)
+    if cursor.pos < len(lines):
+        lines[cursor.pos].error("text after the end of the function")
+    return fn
+
+
+class _Cursor:
+    """The lines of the text and the next one to read; nested functions read on from it."""
+
+    def __init__(self, lines: list[_Line]):
+        self.lines, self.pos = lines, 0
+
+    def next(self) -> _Line | None:
+        if self.pos == len(self.lines):
+            return None
+        self.pos += 1
+        return self.lines[self.pos - 1]
+
+
+def _function(cursor: _Cursor) -> Function:
+    """One function from its header line to its closing brace (nested ones recursively)."""
     state = _State()
-    result_types = _header(lines[0], state)
-    for i, line in enumerate(lines[1:], 1):
+    result_types = _header(cursor.next(), state)
+    while (line := cursor.next()) is not None:
         if line.peek().text == "}":
             line.take()
             line.done()
             if state.results is None:
                 line.error("the function ends without a 'return'")
-            if i + 1 < len(lines):
-                lines[i + 1].error("text after the end of the function")
             return state.builder.build(state.results)
         if state.results is not None:
             line.error("nothing may follow 'return' but '}'")
         if line.peek().text == "return" and line.peek().kind == "ident":
             _return(line, state, result_types)
         else:
-            _op(line, state)
-    lines[-1].error("missing '}' at the end of the function")
+            _op(line, state, cursor)
+    cursor.lines[-1].error("missing '}' at the end of the function")
+
+
+class _Ref:
+    """A param written `@name`: the nested function printed after the op's line."""
+
+    def __init__(self, name: str):
+        self.name = name
 
 
 class _State:
@@ -198,7 +227,7 @@ def _return(line: _Line, state: _State, result_types: list[TensorType]):
     state.results = results
 
 
-def _op(line: _Line, state: _State):
+def _op(line: _Line, state: _State, cursor: _Cursor):
     names = []
     if line.peek().kind == "value":
         names = line.separated(lambda: line.expect_kind("value", "a %value").text)
@@ -213,6 +242,9 @@ def _op(line: _Line, state: _State):
     if len(types) != len(names):
         line.error(f"{len(names)} results are named but {len(types)} types are written")
     loc, note = _comment(line)
+    for key, value in params.items():
+        if isinstance(value, _Ref):
+            params[key] = _region(line, cursor, key, value.name)
     try:
         outputs = state.builder.add(prim, inputs, params, loc=loc, note=note)
     except Exception as e:  # noqa: BLE001 - ShapeError, TypeError for bad params, or worse
@@ -225,6 +257,18 @@ def _op(line: _Line, state: _State):
             line.error(f"type mismatch for {name}: written {written} but {prim} infers "
                        f"{value.type}")
         state.define(line, name, value)
+
+
+def _region(line: _Line, cursor: _Cursor, key: str, name: str) -> Function:
+    """The function a param refers to: it must follow, in the order of the references."""
+    if cursor.pos == len(cursor.lines):
+        line.error(f"param {key}=@{name} refers to a function, but no 'func @{name}(...)' "
+                   f"follows")
+    header = cursor.lines[cursor.pos]
+    fn = _function(cursor)
+    if fn.name != name:
+        header.error(f"expected the function @{name} of param {key} here, found @{fn.name}")
+    return fn
 
 
 def _type(line: _Line) -> TensorType:
@@ -258,7 +302,11 @@ def _params(line: _Line) -> dict:
         if key in params:
             line.error(f"param {key!r} is given twice")
         line.expect("=")
-        params[key] = _literal(line)
+        if line.peek().kind == "func":
+            name = line.take().text[1:]
+            params[key] = _Ref(_string(line, name) if name.startswith('"') else name)
+        else:
+            params[key] = _literal(line)
     line.separated(item, close="}")
     line.expect("}")
     return params
@@ -294,6 +342,8 @@ def _literal(line: _Line):
         return tuple(items)
     if tok.kind == "opaque":
         line.error(f"param value {tok.text} is a Python object the text form cannot carry")
+    if tok.kind == "func":
+        line.error(f"a function reference ({tok.text}) may only be a param's whole value")
     hint = f" (strings are quoted: \"{tok.text}\")" if tok.kind == "ident" else ""
     line.error(f"unexpected {tok.text!r} in a param value{hint}")
 

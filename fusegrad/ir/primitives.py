@@ -1,14 +1,15 @@
 """The primitive set: the registry (registry.py) filled by the category modules.
 
-Each primitive is defined once, in elementwise.py, structural.py, reductions.py or
-composites.py; consumers read its entry here and keep no tables of their own. The name sets
-below are queries on the registry, for code that asks "is this op elementwise?".
+Each primitive is defined once, in elementwise.py, structural.py, reductions.py,
+composites.py or a sibling (control.py: scan, while_loop, cond); consumers read its entry here
+and keep no tables of their own. The name sets below are queries on the registry, for code
+that asks "is this op elementwise?".
 """
 
 from __future__ import annotations
 
-from . import (composites, custom, elementwise, linalg, reductions, special,  # noqa: F401
-               structural)  # they register
+from . import (composites, control, custom, elementwise, linalg, reductions,  # noqa: F401
+               special, structural)  # they register
 from .registry import PRIMITIVES, Prim, Primitive, ShapeError, infer_types, names
 
 ELEMENTWISE = names("elementwise")

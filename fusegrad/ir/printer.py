@@ -8,7 +8,15 @@
 
 Parameters are named from their hints, op outputs are numbered in order. Param values print as
 Python-like literals that parser.py reads back exactly (floats via repr, arrays with their
-dtype), so `str(parse(str(fn))) == str(fn)`. The printer never fails on malformed IR (the
+dtype), so `str(parse(str(fn))) == str(fn)`. A param holding a Function (a loop's body, a
+cond's branch: ir/control.py) prints as `@name`, and the Function itself follows the op's line
+as an indented region with names of its own, as MLIR prints regions:
+
+      %2, %3 = scan %w, %h, %xs {body=@step, length=4, ...} : f64[3], f64[4,3]
+        func @step(%arg0: f64[3,3], %arg1: f64[3], %arg2: f64[3]) -> (f64[3], f64[3]) {
+          ...
+        }
+ The printer never fails on malformed IR (the
 verifier uses it to name things): unknown values print as `%undefN`. docs/ir.md has the grammar.
 """
 
@@ -21,6 +29,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .control import is_function
 from .types import NP_DTYPES, TensorType, dtype_name
 from .values import Op, Value
 
@@ -41,11 +50,20 @@ def print_function(fn: Function) -> str:
     lines = [(format_op(op, names), format_comment(op.loc, op.note)) for op in fn.ops]
     width = max((len(code) for code, comment in lines
                  if comment is not None and len(code) <= COMMENT_COLUMN_LIMIT), default=0)
-    body = [f"{code.ljust(width)}   # {comment}" if comment is not None else code
-            for code, comment in lines]
+    body = []
+    for op, (code, comment) in zip(fn.ops, lines):
+        body.append(f"{code.ljust(width)}   # {comment}" if comment is not None else code)
+        for _, sub in functions_of(op):
+            body += ["    " + line for line in print_function(sub).split("\n")]
     ret = "  return " + ", ".join(_name(r, names) for r in fn.results)
     return "\n".join([f"func @{format_func_name(fn.name)}({header}) -> ({results}) {{",
                       *body, ret.rstrip(), "}"])
+
+
+def functions_of(op: Op) -> list:
+    """The (key, Function) params of op in printed (sorted) order: its nested regions."""
+    params = op.params or {}
+    return [(k, params[k]) for k in sorted(params, key=str) if is_function(params[k])]
 
 
 def value_names(fn: Function) -> dict[Value, str]:
@@ -132,6 +150,8 @@ def format_literal(value) -> str:
         return format_array(value)
     if isinstance(value, TensorType):
         return str(value)
+    if is_function(value):
+        return "@" + format_func_name(value.name)
     return f"<opaque {type(value).__name__}>"
 
 

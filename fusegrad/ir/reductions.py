@@ -78,6 +78,18 @@ define("cumsum", "scan", _cumsum_rule, _cumsum, section="Reductions and scans",
                "`np.cumsum(x, axis)` in x's dtype; with `reverse`, summed from the end"))
 
 
+def _cumprod_rule(prim, x, *, axis):
+    return _cumsum_rule(prim, x, axis=axis)
+
+
+define("cumprod", "host", _cumprod_rule,
+       lambda x, *, axis: np.cumprod(x, axis=axis, dtype=np.asarray(x).dtype),
+       section="Reductions and scans",
+       doc=Doc("x", "`axis`", "same as x",
+               "`np.cumprod(x, axis)` in x's dtype: NumPy's running product from the left, bit "
+               "for bit (compiled code calls it between kernels)"))
+
+
 def _matmul_rule(prim, a, b):
     if a.ndim < 2 or a.ndim != b.ndim or a.dtype != b.dtype or a.dtype == "bool" \
             or a.shape[:-2] != b.shape[:-2] or a.shape[-1] != b.shape[-2]:

@@ -23,6 +23,9 @@ A primitive is a name, as in jax.lax. Its entry, written once in one of the cate
     doc         the row of docs/ir.md's table: operands, params, output, semantics
     domain      elementwise: where tests draw inputs, a tests/domains.py sampler per operand
                 ("normal", "positive", "away_from_zero", "distinct", "unit")
+    regions     control flow (control.py): the params that hold nested Functions (a loop's
+                body, a cond's branches), which the printer, parser, verifier, DOT drawing
+                and passes look into
 
 The derivative is the one thing not here: VJP rules live in fusegrad/formulas/, the one derivative
 table, keyed by the same names (or listed there as NON_DIFFERENTIABLE).
@@ -70,6 +73,7 @@ class Primitive:
     doc: Doc = field(default_factory=Doc)
     domain: tuple = ()
     section: str = ""
+    regions: tuple = ()
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}: {self.category}>"

@@ -141,11 +141,11 @@ def _rev_rule(prim, x, *, axes):
     return x
 
 
-define("rev", "shape", _rev_rule, lambda x, *, axes: np.flip(x, tuple(axes)).copy(),
+define("rev", "shape", _rev_rule, lambda x, *, axes: np.flip(x, tuple(axes)),
        section="Shape manipulation",
        doc=Doc("x", "`axes` (sorted, distinct)", "same as x",
                "`np.flip(x, axes)`: element `i` of a reversed axis of size n is `x`'s `n-1-i` "
-               "(lax.rev); a copy, not a view"))
+               "(lax.rev); a view, as NumPy's (negative strides)"))
 
 # -- gathers and their transposes -----------------------------------------------------------
 

@@ -4,7 +4,9 @@ It checks what the Builder guarantees by construction and hand-built or transfor
 each Value is defined once (as a parameter or an op output) before it is used, results are
 defined, primitives are known, and every op's output types are what its shape rule infers.
 Messages name the op as printed (`%3 = mul`) and its source line, and all problems are reported
-at once, one per line.
+at once, one per line. Nested functions (a loop's body, a cond's branch) are checked too, and
+must be closed: a value of the enclosing function used inside one is an error, since the op
+must pass it in as an operand. That their types fit the op's operands is the op's shape rule.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import re
 
 from .core import Function, Op, Value
 from .primitives import PRIMITIVES, infer_types
-from .printer import describe_op, value_names
+from .printer import describe_op, functions_of, value_names
 from .types import TensorType
 
 
@@ -33,7 +35,8 @@ def verify(fn: Function) -> Function:
     return fn
 
 
-def _problems(fn: Function):
+def _problems(fn: Function, outer: frozenset = frozenset()):
+    """The problems of fn; `outer` holds the values of the functions fn is nested in."""
     names = value_names(fn)
     defined: dict[Value, str] = {}       # value -> where it was defined, for messages
     defined_by_op = {v for op in fn.ops for v in op.outputs if isinstance(v, Value)}
@@ -48,8 +51,11 @@ def _problems(fn: Function):
             defined[p] = "as a parameter"
     for op in fn.ops:
         where = f"verify: {describe_op(op, names)}" + (f" at {op.loc}" if op.loc else "")
-        for problem in _op_problems(op, names, defined, defined_by_op):
+        for problem in _op_problems(op, names, defined, defined_by_op, outer):
             yield f"{where}: {problem}"
+        for key, sub in functions_of(op):
+            for problem in _problems(sub, outer | set(defined)):
+                yield f"{where}: {key} @{sub.name}: {problem.removeprefix('verify: ')}"
         for v in op.outputs:
             if isinstance(v, Value) and v not in defined:
                 defined[v] = f"by {describe_op(op, names)}" + (f" at {op.loc}" if op.loc else "")
@@ -57,15 +63,20 @@ def _problems(fn: Function):
         if not isinstance(r, Value):
             yield f"verify: result {k} is not a Value but {type(r).__name__}"
         elif r not in defined:
-            yield f"verify: result {k} ({names[r]}) is never defined"
+            what = "a value of the enclosing function (pass it in as an operand)" \
+                if r in outer else "never defined"
+            yield f"verify: result {k} ({names[r]}) is {what}"
 
 
-def _op_problems(op: Op, names, defined: dict, defined_by_op: set):
+def _op_problems(op: Op, names, defined: dict, defined_by_op: set, outer: frozenset):
     values_ok = True
     for i, v in enumerate(op.inputs):
         if not isinstance(v, Value):
             values_ok = False
             yield f"operand {i} is not a Value but {type(v).__name__}"
+        elif v not in defined and v in outer:
+            yield (f"uses a value of the enclosing function ({names[v]} here): a nested "
+                   f"function is closed, so its op must pass the value in as an operand")
         elif v not in defined:
             when = " before it is defined" if v in defined_by_op else ", which is never defined"
             yield f"uses {names[v]}{when}"

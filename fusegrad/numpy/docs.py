@@ -284,6 +284,12 @@ def page() -> str:
     if scipy:
         parts += ["SciPy's functions do not take part in NumPy's dispatch; fusegrad.scipy "
                   "routes these names to its implementations (see its module docstring).", "",
+                  "Frozen distributions are covered too, with tensors or traced values for the "
+                  "parameters and for x: `scipy.stats.norm(loc, scale).logpdf(x)` and the other "
+                  "univariate ones call the distribution's methods below; "
+                  "`multivariate_normal(mean, cov)` of a tensor or traced mean or cov is "
+                  "fusegrad's (the `__call__` row), and SciPy's frozen multivariate normal of "
+                  "arrays has its logpdf and pdf routed (the `_multivariate` rows).", "",
                   "| name | fusegrad | notes |", "|---|---|---|"]
         parts += [f"| `{n}` | {f'`{i}`' if i else ''} | {s} |" for n, i, s in scipy]
     else:

@@ -19,9 +19,11 @@ the 2-norm, the Frobenius norm and p-norms are 0 at the zero vector (not nan: th
 sees a safe branch), inf / 1-type norms go through max and min (ties split the gradient) and
 abs (abs'(0) = 0), ord=0 counts and has none, 2, -2 and 'nuc' go through the SVD.
 
-Deliberately left out (each raises, naming the argument): svd with full_matrices=True of a
-non-square matrix (the extra singular vectors are not unique, nor their gradient: pass
-full_matrices=False), hermitian=True, qr modes 'raw' and 'complete' of a tall matrix. Gradients
+svd with full_matrices=True and qr with mode='complete' of non-square matrices return NumPy's
+full factors; the singular vectors (columns of q) past min(m, n) are not unique, nor their
+gradient, which goes through the first min(m, n) only: a cotangent that reaches the rest
+raises NotImplementedError when the gradient runs. qr mode='raw' has no gradient. Deliberately
+left out (each raises, naming the argument): hermitian=True, qr's deprecated modes. Gradients
 through eigenvectors and singular vectors assume distinct eigenvalues and singular values; see
 fusegrad/formulas/linalg.py for what happens at repeated ones. lstsq's residuals are always
 the squared residual norms when m > n: NumPy returns an empty array when `a` is rank-deficient,
@@ -104,12 +106,12 @@ def _square(a):
     return _stacked(_floats(a), square=True)
 
 
-def _pieces(prim, packed, shape):
+def _pieces(prim, packed, shape, **params):
     """The results prim packs in its output's last axis (ir/linalg.packed_parts)."""
     batch = _shape(packed)[:-1]
     r = len(batch)
     return [reshape(lax.slice(packed, (0,) * r + (start,), batch + (stop,)), batch + piece)
-            for start, stop, piece in packed_parts(prim, shape)]
+            for start, stop, piece in packed_parts(prim, shape, **params)]
 
 
 def _eye_like(a):
@@ -219,19 +221,17 @@ def eigvalsh(a, UPLO="L"):
 
 
 def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
-    """(u, s, vh), or s with compute_uv=False; full_matrices=True only for square matrices (else
-    pass False); gradients assume distinct singular values (formulas/linalg.py)."""
+    """(u, s, vh), or s with compute_uv=False; gradients assume distinct singular values, and
+    with full_matrices=True go through u's (vh's) first min(m, n) columns (rows) only
+    (formulas/linalg.py)."""
     a = _stacked(_floats(a))
     if hermitian:
         raise NotImplementedError("fusegrad's svd does not support hermitian=True; use "
                                   "np.linalg.eigh for symmetric matrices")
     m, n = _shape(a)[-2:]
-    if full_matrices and compute_uv and m != n:
-        raise NotImplementedError(
-            f"fusegrad's svd returns the reduced factors only, and a [{m}, {n}] matrix has "
-            f"more with full_matrices=True (not unique, nor their gradient): pass "
-            f"full_matrices=False")
-    u, s, vt = _pieces("svd", bind("svd", a), _shape(a))
+    full = bool(full_matrices and compute_uv and m != n)
+    params = {"full_matrices": True} if full else {}
+    u, s, vt = _pieces("svd", bind("svd", a, **params), _shape(a), **params)
     return _result("SVDResult")(u, s, vt) if compute_uv else s
 
 
@@ -241,15 +241,20 @@ def svdvals(x, /):
 
 
 def qr(a, mode="reduced"):
-    """(q, r) reduced, r alone with mode='r', 'complete' when m <= n; gradients for tall, square
-    and wide matrices (r must be invertible)."""
+    """(q, r) with mode 'reduced' or 'complete', r alone with 'r', LAPACK's (h, tau) with
+    'raw'; gradients for tall, square and wide matrices (r must be invertible), through q's
+    first n columns with 'complete', none with 'raw' (formulas/linalg.py)."""
     a = _stacked(_floats(a))
-    m, n = _shape(a)[-2:]
-    if mode not in ("reduced", "r", "complete") or (mode == "complete" and m > n):
-        raise NotImplementedError(f"fusegrad's qr supports mode='reduced' and 'r' (and "
-                                  f"'complete' for m <= n), not mode={mode!r} here")
-    q, r = _pieces("qr", bind("qr", a), _shape(a))
-    return r if mode == "r" else _result("QRResult")(q, r)
+    if mode in ("full", "f", "economic", "e"):
+        raise NotImplementedError(f"fusegrad's qr does not support NumPy's deprecated "
+                                  f"mode={mode!r}: use 'reduced', 'complete', 'r' or 'raw'")
+    if mode not in ("reduced", "complete", "r", "raw"):
+        raise ValueError(f"Unrecognized mode '{mode}'")
+    params = {"mode": mode} if mode in ("complete", "raw") else {}
+    first, second = _pieces("qr", bind("qr", a, **params), _shape(a), **params)
+    if mode == "raw":
+        return first, second
+    return second if mode == "r" else _result("QRResult")(first, second)
 
 
 # -- composed from the SVD --------------------------------------------------------------------

@@ -3,12 +3,10 @@
 axis=None, negative and tuple axes and keepdims are normalized here; the primitives take sorted
 non-negative axes. Sums of bools count (int64), as in NumPy.
 
-cumprod is a scan of products (Hillis and Steele): log2(n) rounds of y[i] *= y[i - 2^r], each
-two slices, a multiply and a concatenate. Only multiplications, so its gradient is exact where
-elements are 0, to any order (exp(cumsum(log x)) is not, and a gradient out / x divides by
-zero); compiled, each round is a fused loop. The products associate differently from NumPy's
-running product, so floats may differ from np.cumprod in the last bits (integers agree);
-plain arrays get np.cumprod itself. diff and ediff1d are differences of two slices.
+cumprod is the cumprod primitive, np.cumprod itself (NumPy's running product from the left,
+bit for bit; compiled code calls it between kernels), whose gradient has no division, so it is
+exact where elements are 0 (formulas/reductions.py). diff and ediff1d are differences of two
+slices.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ import builtins
 import numpy as np
 
 from .. import lax
-from ..dispatch import level
+from ..dispatch import bind, level
 from .base import _axes, _dtype, _is_float, _keep, _ndim, _no_out, _numeric, _shape, astype
 from .elementwise import equal, not_equal, sqrt, square, subtract, true_divide, where
 from .shapes import _axis_slice, broadcast_to, concatenate, ravel, reshape
@@ -98,21 +96,13 @@ def cumsum(x, axis=None, dtype=None, **kwargs):
 
 
 def cumprod(x, axis=None, dtype=None, **kwargs):
-    """A scan of products (module docstring): gradients exact at zeros; floats may differ from
-    np.cumprod in the last bits."""
+    """np.cumprod's own products, bit for bit; gradients exact at zeros."""
     _no_out(kwargs)
     x = _numeric(x if dtype is None else astype(x, dtype))
     if axis is None:
         x, axis = reshape(x, (-1,)), 0
     (axis,) = _axes(axis, _ndim(x))
-    if not level(x):
-        return np.cumprod(x, axis=axis)
-    n, shift = _shape(x)[axis], 1
-    while shift < n:
-        moved = lax.mul(_axis_slice(x, axis, shift, n), _axis_slice(x, axis, 0, n - shift))
-        x = lax.concatenate([_axis_slice(x, axis, 0, shift), moved], axis)
-        shift *= 2
-    return x
+    return bind("cumprod", x, axis=axis)
 
 
 def _cumulative(scan, identity):

@@ -14,13 +14,19 @@ Each backward op carries the forward op's source location and a note naming it, 
     %12 = mul %g, %w : f64[4]   # model.py:7  vjp[mul] of %0
 
 Both walks are loops over the op list: a 100 000-op chain needs no recursion.
+
+Control flow (formulas/control.py) adds two things. The forward replay runs a primitive's
+FORWARD_RULES entry on each op a gradient flows through, and keeps the op it returns (a scan
+that also stacks the per-step values its VJP reads) with the same outputs first. And a rule
+marked `partial_g` gets None in g for outputs no cotangent reaches. The VJP of a nested
+Function is this pass again: it is installed into formulas/control.py below.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..formulas import NON_DIFFERENTIABLE, unbroadcast_and_cast, vjp_rules
+from ..formulas import FORWARD_RULES, NON_DIFFERENTIABLE, control, unbroadcast_and_cast, vjp_rules
 from ..ir.core import Function, Op, Value
 from ..ir.printer import value_names
 from ..tracer.tracer import TraceContext, Tracer
@@ -47,22 +53,31 @@ def vjp(fn: Function, wrt: Sequence[int], outputs: Sequence[int] = (0,),
     _check(fn, wrt, outputs, cotangent_params)
     names = value_names(fn)
     with TraceContext(name or f"vjp_{fn.name}") as ctx:
-        _replay_forward(ctx.builder, fn)
-        seeds = _seeds(ctx, fn, outputs, cotangent_params)
         active = _active_values(fn, [fn.params[i] for i in wrt])
-        cts = _backward(ctx, fn, active, seeds, names)
+        forward = _replay_forward(ctx.builder, fn, active)
+        seeds = _seeds(ctx, fn, outputs, cotangent_params)
+        cts = _backward(ctx, forward, active, seeds, names)
         grads = [_grad_of(ctx, fn.params[i], cts, names) for i in wrt]
     return ctx.builder.build(list(fn.results) + grads)
 
 
-def _replay_forward(builder, fn: Function) -> None:
-    """Start the new Function with fn's params and ops.
+def _replay_forward(builder, fn: Function, active) -> list[Op]:
+    """Start the new Function with fn's params and ops; returns the forward ops.
 
     Values and Ops are immutable and compared by identity, so the new Function shares them
     with fn instead of copying: replaying is free, and the forward values keep their names.
+    An op with a forward rule that a gradient may flow through is replaced by the rule's op.
     """
     builder.params.extend(fn.params)
-    builder.ops.extend(fn.ops)
+    if not any(op.prim in FORWARD_RULES for op in fn.ops):
+        builder.ops.extend(fn.ops)
+        return list(fn.ops)
+    for op in fn.ops:
+        rule = FORWARD_RULES.get(op.prim)
+        if rule is not None and any(v in active for v in op.inputs):
+            op = rule(op)
+        builder.ops.append(op)
+    return list(builder.ops)
 
 
 def _check(fn: Function, wrt, outputs, cotangent_params) -> None:
@@ -103,17 +118,18 @@ def _active_values(fn: Function, wrt_params) -> set:
     return active
 
 
-def _backward(ctx, fn, active, seeds, names) -> dict:
-    """Walk fn's ops in reverse; returns the cotangent (new Value) of every active value."""
+def _backward(ctx, forward, active, seeds, names) -> dict:
+    """Walk the forward ops in reverse; returns the cotangent (new Value) of every active
+    value."""
     cts: dict[Value, Value] = {}
     saved_loc = ctx.fixed_loc
     for r, seed in seeds:
         if r not in active:
             continue
         if seed is None:
-            seed = _fill(ctx, r.type, 1, _producer_loc(fn, r), f"vjp seed of {names[r]}")
+            seed = _fill(ctx, r.type, 1, _producer_loc(forward, r), f"vjp seed of {names[r]}")
         _accumulate(ctx, cts, r, seed)
-    for op in reversed(fn.ops):
+    for op in reversed(forward):
         if not any(v in cts for v in op.outputs):
             continue
         start = len(ctx.builder.ops)
@@ -135,7 +151,9 @@ def _apply_rule(ctx, op: Op, cts, active) -> None:
         raise NotImplementedError(f"no VJP rule for primitive {op.prim!r} (at {op.loc}); add "
                                   f"one to fusegrad/formulas/ or list it in "
                                   f"NON_DIFFERENTIABLE")
-    gs = [cts.pop(v) if v in cts else _fill(ctx, v.type, 0, None, None) for v in op.outputs]
+    partial = getattr(rule, "partial_g", False)
+    gs = [cts.pop(v) if v in cts else None if partial else _fill(ctx, v.type, 0, None, None)
+          for v in op.outputs]
     g, out = _wrap(ctx, gs), _wrap(ctx, op.outputs)
     in_cts = rule(g, out, *[Tracer(v, ctx) for v in op.inputs], **op.params)
     if len(in_cts) != len(op.inputs):
@@ -149,7 +167,7 @@ def _apply_rule(ctx, op: Op, cts, active) -> None:
 
 
 def _wrap(ctx, values):
-    tracers = [Tracer(v, ctx) for v in values]
+    tracers = [None if v is None else Tracer(v, ctx) for v in values]
     return tracers[0] if len(tracers) == 1 else tuple(tracers)
 
 
@@ -183,8 +201,11 @@ def _grad_of(ctx, param: Value, cts, names) -> Value:
     return _fill(ctx, param.type, 0.0, None, f"vjp zeros for {names[param]}")
 
 
-def _producer_loc(fn: Function, r: Value):
-    for op in reversed(fn.ops):
+def _producer_loc(ops, r: Value):
+    for op in reversed(ops):
         if r in op.outputs:
             return op.loc
     return None
+
+
+control.install(vjp)

@@ -4,14 +4,17 @@ Every primitive is pure, so two ops with the same primitive, the same operand va
 identity, after earlier merges) and equal params compute the same result: the later one is
 dropped and its uses read the earlier one's outputs. Params are compared by a hashable key that
 is exact where Python's == is not: floats by their bits (0.0 is not -0.0, nan equals nan), arrays
-by dtype, shape and bytes, and bool, int and float are never equal to each other.
+by dtype, shape and bytes, and bool, int and float are never equal to each other; a nested
+Function (a loop body) by its text, after cse has run on it too.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..ir.control import is_function
 from ..ir.core import Builder, Function, Op, Value
+from .nested import HOLDERS, with_nested
 
 
 def param_key(value):
@@ -30,6 +33,8 @@ def param_key(value):
         return ("dict",) + tuple(sorted((str(k), param_key(v)) for k, v in value.items()))
     if value is None or isinstance(value, str):
         return value
+    if is_function(value):
+        return ("function", str(value))
     return ("object", id(value))   # unknown: equal only to itself
 
 
@@ -46,6 +51,8 @@ def cse(fn: Function) -> Function:
     env = {p: p for p in fn.params}
     seen: dict = {}
     for op in fn.ops:
+        if op.prim in HOLDERS:
+            op = with_nested(op, cse)
         inputs = tuple(env[v] for v in op.inputs)
         key = (op.prim, inputs, param_key(op.params) if op.params else None)
         first = seen.get(key)

@@ -122,7 +122,7 @@ class _Fuser:
         self.read.update(op.inputs)
 
     def _place(self, op: Op):
-        self.producer[op.out] = op
+        self.producer.update((v, op) for v in op.outputs)   # several: control flow (a step)
         prim = op.prim
         if prim == "constant":
             self.kind[op.out] = INLINE if op.out.shape == () else CONST
@@ -161,8 +161,9 @@ class _Fuser:
             nodes |= self.deps(v) if self.kind[v] != INLINE else {self.find(self.mat[v])}
         s = Step(len(self.nodes), op, kind, self.level_of(nodes) + 1)
         self.nodes.append(s)
-        self.kind[op.out] = NODE
-        self.node[op.out] = s
+        for v in op.outputs:
+            self.kind[v] = NODE
+            self.node[v] = s
 
     def materialize(self, v: Value, for_matmul=False):
         """Give an inline value a buffer: a view where one does, else a copying kernel."""

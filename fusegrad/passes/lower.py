@@ -6,7 +6,7 @@ ops are copied, and each composite runs its registry entry's `lower(lax, *inputs
 (ir/composites.py) on Tracers, so the expansion is ordinary traced code. Every op a lowering
 emits keeps the composite's source location and gets the note `lower[<prim>]`. A lowering
 returns one value, or a tuple with one per output of the op (custom_vjp_call returns its output
-operands, so it leaves no op behind).
+operands, so it leaves no op behind). The Functions of control-flow ops are lowered too.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from .. import lax
 from ..ir.core import Function
 from ..ir.primitives import PRIMITIVES
 from ..tracer.tracer import TraceContext, Tracer
+from .nested import HOLDERS, nested_params
 
 
 def _lowering(prim):
@@ -23,7 +24,7 @@ def _lowering(prim):
 
 def lower(fn: Function) -> Function:
     """fn with every composite op expanded into primitives."""
-    if not any(_lowering(op.prim) for op in fn.ops):
+    if not any(_lowering(op.prim) or op.prim in HOLDERS for op in fn.ops):
         return fn
     with TraceContext(fn.name) as ctx:
         builder = ctx.builder
@@ -32,7 +33,8 @@ def lower(fn: Function) -> Function:
             inputs = [env[v] for v in op.inputs]
             lowering = _lowering(op.prim)
             if lowering is None:
-                outs = builder.add(op.prim, inputs, op.params, op.loc, op.note)
+                params = nested_params(op, lower) if op.prim in HOLDERS else op.params
+                outs = builder.add(op.prim, inputs, params, op.loc, op.note)
             else:
                 start = len(builder.ops)
                 out = lowering(lax, *(Tracer(v, ctx) for v in inputs), **op.params)

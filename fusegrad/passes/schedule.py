@@ -160,7 +160,7 @@ def _outputs(fusion: Fusion) -> dict:
         if isinstance(node, Kernel):
             out[node] = [op.out for op in node.ops if op.out in needed]
         else:
-            out[node] = [node.op.out]
+            out[node] = list(node.op.outputs)
     return out
 
 

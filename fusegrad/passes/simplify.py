@@ -10,7 +10,8 @@ pass reaches the fixed point.
 Only identities that hold bit for bit in floating point are used (x*1, x-0, x/1, neg(neg x),
 pow(x, 1), reshape/transpose/broadcast composition, ...), plus x+0 -> x, which can only change
 the sign of a zero result. Never x*0 -> 0 or x-x -> 0 (wrong for inf and nan), and never a
-reassociation.
+reassociation. Control-flow ops are never folded (a loop is not run at compile time); their
+nested Functions are simplified on their own.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ..ir.core import Builder, Function, Op, Value
 from ..ir.primitives import ELEMENTWISE, infer_types
 from ..ir.types import dtype_name
 from ..ir.evaluate import apply
+from .nested import HOLDERS, nested_params
 
 SMALL = 64            # fold into a `constant` only results this small (uniform ones become `full`)
 MATERIALIZE = 1 << 16  # evaluate non-uniform constant operands only up to this many elements
@@ -212,8 +214,9 @@ def simplify(fn: Function) -> Function:
     env = {p: p for p in fn.params}
     for op in fn.ops:
         inputs = tuple(env[v] for v in op.inputs)
-        if len(op.outputs) != 1:
-            s.builder.add(op.prim, inputs, op.params, op.loc, op.note)
+        if len(op.outputs) != 1 or op.prim in HOLDERS:
+            params = nested_params(op, simplify) if op.prim in HOLDERS else op.params
+            s.builder.add(op.prim, inputs, params, op.loc, op.note)
             env.update(zip(op.outputs, s.builder.ops[-1].outputs))
             continue
         env[op.out] = s.emit(op.prim, inputs, op.params, op.loc, op.note, op)

@@ -40,7 +40,8 @@ def sink(fuser: _Fuser) -> None:
             users.setdefault(v, []).append(op)
 
     def kernel_of(op):
-        k = fuser.node.get(op.out) if fuser.kind.get(op.out) == NODE else None
+        v = op.outputs[0]      # a control-flow step has several, all on its node
+        k = fuser.node.get(v) if fuser.kind.get(v) == NODE else None
         return fuser.find(k) if isinstance(k, Kernel) else None
 
     def in_memory(u, home):

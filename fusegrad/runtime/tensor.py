@@ -32,7 +32,7 @@ from .graph import Node, SavedTensor, _Meta, gradient_edge, rule_reads
 from .inplace import InplaceMethods
 from ..ir.evaluate import apply
 
-_VIEW_PRIMS = frozenset(("reshape", "transpose", "slice", "broadcast_in_dim"))
+_VIEW_PRIMS = frozenset(("reshape", "transpose", "slice", "broadcast_in_dim", "rev"))
 _NO_INPUT = (None, None, None)
 _NO_PARAMS: dict = {}  # shared by every parameterless node; nothing writes a node's params
 

@@ -16,6 +16,10 @@ docs/numpy.md is generated from them. How a covered name reaches its implementat
 * A method of a distribution object (scipy.stats.norm.logpdf: `norm` is an instance of
   norm_gen) is wrapped on the object's class, so frozen distributions, `norm(mu, s).logpdf(x)`,
   which call the class's methods, dispatch too. A subclass (erlang of gamma) keeps SciPy's.
+  Calling the object is its `__call__` (scipy.stats.multivariate_normal.__call__ makes a frozen
+  distribution of tensors or tracers).
+* A method named on a class (SciPy's frozen multivariate normal, by its module's path) is
+  wrapped there, and fusegrad's implementation gets the instance first.
 
 When. fusegrad never imports SciPy itself (scipy.stats costs ~2 s). Importing fusegrad installs
 the hook into the SciPy modules already imported, and puts a finder on sys.meta_path that
@@ -91,11 +95,11 @@ def _function(original, impl):
     return dispatching
 
 
-def _method(cls, original, impl):
+def _method(cls, original, impl, pass_self=False):
     @functools.wraps(original)
     def dispatching(self, *args, **kwargs):
         if type(self) is cls and (_boxed(args) or _boxed(kwargs.values())):
-            return impl(*args, **kwargs)
+            return impl(self, *args, **kwargs) if pass_self else impl(*args, **kwargs)
         return original(self, *args, **kwargs)
     dispatching._fusegrad_impl = impl
     return dispatching
@@ -151,7 +155,8 @@ def _install_one(name, impl, owner, attr, value) -> object | None:
             setattr(home, value.__qualname__, wrapper)      # so pickle finds it by its name
         _WRAPPERS[value] = wrapper
         return value
-    if isinstance(owner, type):     # not a table's form (tests/test_scipy.py names it): skip
+    if isinstance(owner, type):     # a method of a class (a frozen distribution's)
+        setattr(owner, attr, _method(owner, value, impl, pass_self=True))
         return None
     cls = type(owner)
     original = getattr(cls, attr)

@@ -4,7 +4,10 @@ Each distribution is a namespace of functions with SciPy's signatures (`norm.log
 scale=1)`, `t.logpdf(x, df, loc=0, scale=1)`, ...), so fusegrad.scipy.stats.norm.logpdf(x) reads
 as SciPy's, and fusegrad.scipy routes `scipy.stats.norm.logpdf(x)` and frozen distributions
 (`scipy.stats.norm(mu, sigma).logpdf(x)`, whose methods call the distribution's) here when an
-argument is a tensor or tracer.
+argument is a tensor or tracer. multivariate_normal's frozen form has methods of its own:
+`multivariate_normal(mean, cov)` with a tensor or traced mean or cov is a
+FrozenMultivariateNormal (its `__call__` is routed here), and SciPy's frozen object, made of
+arrays, has its logpdf and pdf routed here when x is a tensor or tracer.
 
 As SciPy: results are float64 (SciPy computes distributions in float64 whatever the input), a
 point outside the support has logpdf -inf (pdf 0), and invalid parameters (scale <= 0, a shape
@@ -209,12 +212,11 @@ poisson = _distribution("poisson", pmf=_poisson_pmf, logpmf=_poisson_logpmf)
 
 # -- multivariate_normal --------------------------------------------------------------------------
 
-def _mvn_parameters(x, mean, cov):
-    """SciPy's conventions: the dimension from mean, else a matrix cov, else 1; a scalar cov is
-    cov * I and a vector one its diagonal; x of rank 0 or 1 is one point, or with dimension 1
-    that many points."""
+def _mvn_parameters(mean, cov):
+    """(mean [dim], cov [dim, dim], dim) by SciPy's conventions: the dimension from mean, else
+    a matrix cov, else 1; a scalar cov is cov * I and a vector one its diagonal."""
     mean = None if mean is None else _f64(mean)
-    cov, x = _f64(cov), _f64(x)
+    cov = _f64(cov)
     if mean is not None:
         dim = fnp.size(mean)
     else:
@@ -225,6 +227,12 @@ def _mvn_parameters(x, mean, cov):
     if fnp.shape(cov) != (dim, dim):
         raise ValueError(f"multivariate_normal: cov has shape {list(fnp.shape(cov))}, expected "
                          f"[{dim}, {dim}]")
+    return mean, cov, dim
+
+
+def _mvn_points(x, dim):
+    """x of rank 0 or 1 is one point, or with dimension 1 that many points."""
+    x = _f64(x)
     if fnp.ndim(x) == 0:
         x = fnp.reshape(x, (1,))
     if fnp.ndim(x) == 1:
@@ -232,13 +240,13 @@ def _mvn_parameters(x, mean, cov):
     if fnp.shape(x)[-1] != dim:
         raise ValueError(f"multivariate_normal: x's last axis has {fnp.shape(x)[-1]} entries, "
                          f"expected {dim}")
-    return x, mean, cov, dim
+    return x
 
 
 def _mvn_logpdf(x, mean=None, cov=1, allow_singular=False):
     """log N(x; mean, cov) over x's last axis, squeezed as SciPy's result."""
-    x, mean, cov, dim = _mvn_parameters(x, mean, cov)
-    dev = fnp.subtract(x, mean)
+    mean, cov, dim = _mvn_parameters(mean, cov)
+    dev = fnp.subtract(_mvn_points(x, dim), mean)
     if level(cov):
         chol = np.linalg.cholesky(cov)      # fusegrad's, through __array_function__
         white = np.linalg.solve(chol, fnp.reshape(dev, (-1, dim)).T).T
@@ -260,12 +268,52 @@ def _mvn_pdf(x, mean=None, cov=1, allow_singular=False):
     return fnp.exp(_mvn_logpdf(x, mean, cov, allow_singular))
 
 
-multivariate_normal = _distribution("multivariate_normal", pdf=_mvn_pdf, logpdf=_mvn_logpdf)
+class FrozenMultivariateNormal:
+    """`multivariate_normal(mean, cov)` when mean or cov is a tensor or traced: SciPy's frozen
+    distribution would convert them to arrays. `mean`, `cov` and `dim` as SciPy's, and the
+    methods fusegrad differentiates, logpdf and pdf."""
+
+    def __init__(self, mean=None, cov=1, allow_singular=False):
+        self.mean, self.cov, self.dim = _mvn_parameters(mean, cov)
+        self.allow_singular = allow_singular
+
+    def logpdf(self, x):
+        return _mvn_logpdf(x, self.mean, self.cov, self.allow_singular)
+
+    def pdf(self, x):
+        return _mvn_pdf(x, self.mean, self.cov, self.allow_singular)
+
+
+def _mvn_freeze(mean=None, cov=1, allow_singular=False, seed=None, **kwds):
+    """`multivariate_normal(mean, cov)` of a tensor or traced mean or cov: a frozen
+    distribution whose logpdf and pdf are fusegrad's (FrozenMultivariateNormal; seed and the
+    cdf's tolerances do not apply to them)."""
+    return FrozenMultivariateNormal(mean, cov, allow_singular)
+
+
+multivariate_normal = _distribution("multivariate_normal", pdf=_mvn_pdf, logpdf=_mvn_logpdf,
+                                    __call__=_mvn_freeze)
+
+
+def _frozen_logpdf(frozen, x):
+    """multivariate_normal.logpdf with the frozen distribution's mean and cov."""
+    return _mvn_logpdf(x, frozen.mean, frozen.cov, frozen.allow_singular)
+
+
+def _frozen_pdf(frozen, x):
+    """exp(multivariate_normal.logpdf) with the frozen distribution's mean and cov."""
+    return _mvn_pdf(x, frozen.mean, frozen.cov, frozen.allow_singular)
+
 
 DISTRIBUTIONS = {"norm": norm, "t": t, "gamma": gamma, "beta": beta, "poisson": poisson,
                  "multivariate_normal": multivariate_normal}
 
+# SciPy's frozen multivariate normal (multivariate_normal(mean, cov) of arrays), whose methods
+# fusegrad.scipy wraps on the class: they get the frozen object first.
+FROZEN = "scipy.stats._multivariate.multivariate_normal_frozen"
+
 HANDLED = {f"scipy.stats.{name}.{method}": fn for name, dist in DISTRIBUTIONS.items()
            for method, fn in vars(dist).items()}
+HANDLED.update({f"{FROZEN}.logpdf": _frozen_logpdf, f"{FROZEN}.pdf": _frozen_pdf})
 
 __all__ = sorted(DISTRIBUTIONS)

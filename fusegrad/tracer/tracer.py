@@ -221,6 +221,12 @@ class Tracer(ArrayMethods):
         self.value = new.value
 
     @classmethod
+    def _fg_trace(cls, fun, in_types, weak, name):
+        """trace_flat, for code below the tracer (fusegrad/control_flow.py traces loop
+        bodies with it) that finds this class as dispatch.ambient_handler() in a trace."""
+        return trace_flat(fun, in_types, name, weak=weak)
+
+    @classmethod
     def _fg_bind(cls, prim, args, params):
         ctx = _current()
         loc = user_location() if ctx.fixed_loc is _WALK else ctx.fixed_loc
