@@ -215,11 +215,13 @@ def case_prim(case: str) -> str:
 
 
 def scalarized(f, args):
-    """sum over f's outputs of <sin(output), u> for fixed random u: one number."""
-    us = [np.random.default_rng(i).standard_normal(np.shape(o))
-          for i, o in enumerate(f(*args))]
+    """sum over f's float outputs of <sin(output), u> for fixed random u: one number (integer
+    outputs, such as a rank or an index, carry no gradient and are left out)."""
+    us = {i: np.random.default_rng(i).standard_normal(np.shape(o))
+          for i, o in enumerate(f(*args)) if np.asarray(o).dtype.kind == "f"}
 
     def scalar(*xs):
-        return sum(np.sum(np.sin(o) * u) for o, u in zip(f(*xs), us))
+        outs = f(*xs)
+        return sum(np.sum(np.sin(outs[i]) * u) for i, u in us.items())
     scalar.__name__ = f.__name__
     return scalar

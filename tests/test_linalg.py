@@ -23,6 +23,7 @@ import fusegrad.numpy as fnp
 import fusegrad.scipy  # noqa: F401 - routes scipy.linalg calls on tensors and tracers
 from fusegrad.ir import PRIMITIVES
 from fusegrad.scipy import linalg as fsl
+from domains import scalarized as _scalar
 from fusegrad.testing import check_grads
 
 L = np.linalg
@@ -142,18 +143,6 @@ def test_forward_matches_numpy(name):
                                            err_msg=f"{name} output {i} on {backend}")
             else:
                 np.testing.assert_array_equal(g, w, err_msg=f"{name} output {i} on {backend}")
-
-
-def _scalar(f, args):
-    """sum over f's float outputs of <sin(output), u> for fixed random u: one number."""
-    floats = [i for i, o in enumerate(f(*args)) if np.asarray(o).dtype.kind == "f"]
-    us = {i: np.random.default_rng(i).standard_normal(np.shape(f(*args)[i])) for i in floats}
-
-    def scalar(*xs):
-        outs = f(*xs)
-        return sum(np.sum(np.sin(outs[i]) * u) for i, u in us.items())
-    scalar.__name__ = f.__name__
-    return scalar
 
 
 @pytest.mark.parametrize("backend", ["eager", "interp"])
