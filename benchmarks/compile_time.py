@@ -244,6 +244,8 @@ def child(name, column):
 
 
 def run_child(name, column, limit):
+    if column == "hand" and name != "rnn_scan":
+        return {"error": "rnn_scan only"}
     cache = tempfile.mkdtemp(prefix="fg-cold-")
     env = dict(os.environ, FUSEGRAD_CACHE_DIR=cache, NUMBA_CACHE_DIR=cache,
                FUSEGRAD_TIERED="1" if column == "tiered" else "0")

@@ -389,3 +389,47 @@ def test_numba_runs_the_loop_with_the_bits_of_interp():
     numba, interp = (fg.jit(f, backend=b)(c, xs) for b in COMPILED)
     for a, b in zip(flatten(numba)[0], flatten(interp)[0], strict=True):
         assert a.tobytes() == b.tobytes()
+
+
+def swapping(c, xs):
+    """Carries that trade places each step, an array and a scalar among them, and ys that
+    are carries: the loop must read every result before it writes a carry."""
+    def f(c, x):
+        a, b, s, t = c
+        return (b, a + x, t, s * 2.0 + np.sum(x)), (a, s, x)
+    return fg.lax.scan(f, c, xs)
+
+
+SWAP_C = (np.array([1.0, 2.0]), np.array([-1.0, 0.5]), 0.25, -3.0)
+
+
+@pytest.mark.parametrize("backend", COMPILED)
+@pytest.mark.parametrize("steps", [0, 1, 5])
+def test_carries_that_swap_and_alias_the_ys(backend, steps):
+    xs = rng.standard_normal((steps, 2))
+    got = fg.jit(swapping, backend=backend)(SWAP_C, xs)
+    want = reference_scan(lambda c, x: ((c[1], c[0] + x, c[3], c[2] * 2.0 + np.sum(x)),
+                                        (c[0], c[2], x)), SWAP_C, xs)
+    if steps == 0:
+        want = (SWAP_C, (np.zeros((0, 2)), np.zeros(0), np.zeros((0, 2))))
+    close(got, want, rtol=0)
+
+
+def test_numba_compiles_a_scan_body_into_one_njit_loop():
+    """The body's module runs the whole scan (loops.scan_source): one compiled loop, not a
+    Python loop calling the body once per step."""
+    from fusegrad.codegen import compile_numba
+
+    fn = optimize(fg.make_ir(fg.grad(rnn, argnums=(0, 1, 2, 3)))(*RNN_ARGS))
+    scans = [op for op in fn.ops if op.prim == "scan"]
+    assert [op.params["reverse"] for op in scans] == [False, True]
+    for op in scans:
+        exe = compile_numba(op.params["body"],
+                            scan=(op.params["num_consts"], op.params["num_carry"]))
+        assert exe.loop is not None and "def scan_loop(" in exe.source
+        assert "for loop_step in range(loop_length):" in exe.source
+    nest = optimize(fg.make_ir(nested)(rng.standard_normal(2), rng.standard_normal((3, 2))))
+    (outer,) = [op for op in nest.ops if op.prim == "scan"]
+    exe = compile_numba(outer.params["body"], scan=(outer.params["num_consts"],
+                                                    outer.params["num_carry"]))
+    assert exe.loop is None      # its body has host steps (the inner scan, the cond)

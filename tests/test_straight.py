@@ -1,12 +1,14 @@
-"""Long all-scalar functions compiled straight to LLVM (codegen/straight.py) against the
-interpreter: every primitive the path takes, gradients included, nan handling of maximum and
-minimum, and the fallback to Numba for what it does not take."""
+"""Long functions of scalars and small arrays compiled straight to LLVM (codegen/straight.py)
+against the interpreter and NumPy: every primitive the path takes, gradients included, nan
+handling of maximum and minimum, summation order, bool and empty arrays, and the fallback to
+Numba for what it does not take."""
 
 import numpy as np
 import pytest
 
 import fusegrad as fg
 from fusegrad.codegen import straight
+from fusegrad.testing import check_grads
 
 
 @pytest.fixture
@@ -57,11 +59,47 @@ def test_a_long_chain_is_exact_and_takes_the_path_by_default():
         assert got.tobytes() == expected.tobytes()
 
 
-def test_arrays_and_other_dtypes_stay_with_numba(always_straight):
+def test_other_dtypes_indexing_and_big_arrays_stay_with_numba(always_straight):
     f = fg.jit(lambda x: np.sin(x) * 2.0, backend="numba")
-    assert not f.lower(np.ones(3)).source.startswith("declare")
-    assert not f.lower(np.float32(1.0)).source.startswith("declare")
-    np.testing.assert_allclose(f(np.float32(1.0)), np.sin(np.float32(1.0)) * 2, rtol=1e-6)
+    big = np.linspace(0.0, 1.0, straight.MAX_ELEMENTS + 1)
+    for x in (np.float32(1.0), np.ones(3, np.float32), big):
+        assert not f.lower(x).source.startswith("declare")
+        np.testing.assert_allclose(f(x), np.sin(x) * 2, rtol=1e-6)
+    counts = fg.jit(lambda x: np.sum(x > 0.5) * x, backend="numba")          # i64 inside
+    taken = fg.jit(lambda x, i: np.take(x, i) * 2.0, backend="numba")       # indexing
+    x, i = np.array([0.2, 0.7, 0.9]), np.array([2, 0])
+    assert not counts.lower(x).source.startswith("declare")
+    assert not taken.lower(x, i).source.startswith("declare")
+    np.testing.assert_array_equal(counts(x), 2 * x)
+    np.testing.assert_array_equal(taken(x, i), [1.8, 0.4])
+    with pytest.raises(IndexError):
+        taken(x, np.array([3, 0]))
+
+
+def test_functions_past_the_instruction_budget_stay_with_numba(always_straight, monkeypatch):
+    def f(x):
+        return np.sum(np.sin(x) * x)
+    x = np.array([0.5, 1.5, 2.5])
+    assert fg.jit(f, backend="numba").lower(x).source.startswith("declare")
+    monkeypatch.setattr(straight, "MAX_INSTRUCTIONS", 5)
+    slow = fg.jit(f, backend="numba")
+    assert not slow.lower(x).source.startswith("declare")
+    np.testing.assert_allclose(slow(x), f(x), rtol=1e-15)
+
+
+def test_small_matmuls_are_the_numba_backends_bit_for_bit(always_straight, monkeypatch):
+    """One product, then an fma per term in order, as the Numba backend's loops (K <= 12)."""
+    def f(A, B, v):
+        return A @ B, (A @ B) @ v
+    rng = np.random.default_rng(1)
+    A, B, v = rng.standard_normal((3, 12)), rng.standard_normal((12, 4)), rng.standard_normal(4)
+    fast = fg.jit(f, backend="numba")
+    assert fast.lower(A, B, v).source.startswith("declare")
+    got = fast(A, B, v)
+    monkeypatch.setattr(straight, "MIN_OPS", 10 ** 9)
+    want = fg.jit(f, backend="numba")(A, B, v)
+    for a, b in zip(got, want):
+        assert a.tobytes() == b.tobytes()
 
 
 def _every_llvm_form():
@@ -98,3 +136,131 @@ def test_every_registry_form_matches_the_interpreter(x, y):
         got = run([x, y])
     np.testing.assert_allclose(np.array(got, float), np.array(want, float), rtol=1e-14,
                                equal_nan=True)
+
+
+# -- small arrays -------------------------------------------------------------------------------
+
+def array_zoo(x, W, m):
+    """Every shape op, a small matmul, broadcasting, a bool param, reductions and cumsums over
+    each axis."""
+    h = np.tanh(W @ x[:, None] + 0.5)[:, 0]
+    a = np.concatenate([h, np.sin(x[::2]), np.flip(x)])
+    b = a.reshape(3, 3).T * np.arange(3.0)
+    c = np.where(m, b, -b) + np.maximum(b, 0.1) + (b > 0.2).astype(float)
+    d = np.max(c, axis=0) - np.min(c, axis=1) + np.prod(c[:2], axis=0) + np.sum(c, axis=1) \
+        + np.cumsum(c, axis=0)[2] * np.cumsum(c, axis=1)[:, 1]
+    return np.sum(d * np.array([1.0, -2.0, 3.0])) + np.sum(np.exp(-x * x)) / np.sum(W ** 2)
+
+
+ZOO_ARGS = (np.array([0.3, -1.2, 0.7, 2.0]),
+            np.array([[0.5, -0.3, 0.2, 0.1], [0.4, 0.9, -0.6, 0.3], [-0.2, 0.1, 0.8, -0.7]]),
+            np.array([[True, False, True], [False, False, True], [True, True, False]]))
+
+
+@pytest.mark.parametrize("poison", ["0", "1"])
+def test_small_array_zoo_and_its_gradients_match_the_interpreter(always_straight, monkeypatch,
+                                                                 poison):
+    monkeypatch.setenv("FUSEGRAD_POISON", poison)
+    fast = fg.jit(fg.value_and_grad(array_zoo, argnums=(0, 1)), backend="numba")
+    ref = fg.jit(fg.value_and_grad(array_zoo, argnums=(0, 1)), backend="interp")
+    assert fast.lower(*ZOO_ARGS).source.startswith("declare")
+    (value, grads), (want, want_grads) = fast(*ZOO_ARGS), ref(*ZOO_ARGS)
+    np.testing.assert_allclose(value, array_zoo(*ZOO_ARGS), rtol=1e-14)
+    np.testing.assert_allclose(value, want, rtol=1e-14)
+    for got, expected in zip(grads, want_grads):
+        assert got.shape == expected.shape and got.dtype == np.float64
+        np.testing.assert_allclose(got, expected, rtol=1e-13, atol=1e-15)
+
+
+def test_small_array_gradients_match_finite_differences(always_straight):
+    x, W, m = ZOO_ARGS
+    check_grads(lambda x, W: array_zoo(x, W, m), (x, W), order=2, backend="numba")
+
+
+def test_sums_follow_numpys_order_below_eight_terms(always_straight):
+    """Below eight terms NumPy's pairwise sum is the sequential loop the path writes: the same
+    bits along either axis, and for products, max, min and running sums."""
+    def f(x):
+        return (np.sum(x, axis=0), np.sum(x, axis=1), np.prod(x, axis=1), np.max(x, axis=0),
+                np.min(x, axis=1), np.sum(x[:, :4] * 3.0), np.cumsum(x, axis=1),
+                np.cumsum(x, axis=0))
+    x = np.random.default_rng(0).standard_normal((3, 7)) * 10.0 ** np.arange(7)
+    got = fg.jit(f, backend="numba")(x)
+    assert fg.jit(f, backend="numba").lower(x).source.startswith("declare")
+    for a, b in zip(got, f(x)):
+        assert a.tobytes() == b.tobytes()
+
+
+def test_nan_inf_and_signed_zeros_match_numpy(always_straight):
+    """Signed zeros as the interpreter's, except maximum and minimum of opposite zeros: the
+    Numba backend's templates (and this path) return the first operand, NumPy 2's loops the
+    second."""
+    def f(x, y):
+        return (np.maximum(x, y), np.minimum(y, x), np.max(x), np.min(y), np.sum(x * y),
+                np.where(x > y, x, y), x / y, np.sqrt(x), (x == x).astype(float))
+    x = np.array([np.nan, 1.0, -np.inf, -0.0, 2.0, 0.0])
+    y = np.array([1.0, np.nan, 3.0, 0.0, np.inf, -0.0])
+    with np.errstate(all="ignore"):
+        want = f(x, y)
+        got = fg.jit(f, backend="numba")(x, y)
+        interp = fg.jit(f, backend="interp")(x, y)
+    for i, (a, b, c) in enumerate(zip(got, want, interp)):
+        np.testing.assert_array_equal(a, b)
+        if i >= 2:
+            np.testing.assert_array_equal(np.signbit(a), np.signbit(c))
+
+
+def test_bool_params_and_results(always_straight):
+    def f(x, m):
+        return (x > 0.5) & ~m, np.where(m | (x < 0.1), x, 2.0 * x), m
+    x, m = np.array([[0.2, 0.7], [0.05, 0.9]]), np.array([[True, False], [False, False]])
+    jitted = fg.jit(f, backend="numba")
+    assert jitted.lower(x, m).source.startswith("declare")
+    for got, want in zip(jitted(x, m), f(x, m)):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+def test_empty_arrays(always_straight):
+    def f(x, y):
+        return np.sum(x) + np.sum(np.sin(y), axis=1), np.sum(y, axis=0) * 2.0
+    x, y = np.zeros(0), np.zeros((3, 0))
+    assert fg.jit(f, backend="numba").lower(x, y).source.startswith("declare")
+    value = fg.jit(f, backend="numba")(x, y)
+    np.testing.assert_array_equal(value[0], np.zeros(3))
+    assert value[1].shape == (0,)
+    grads = fg.jit(fg.grad(lambda x, y: np.sum(f(x, y)[0]), argnums=(0, 1)), backend="numba")
+    gx, gy = grads(x, y)
+    assert gx.shape == (0,) and gy.shape == (3, 0)
+
+
+def test_a_long_small_array_chain_is_exact_and_takes_the_path_by_default():
+    """The issue's chain: sin is libm's, as NumPy's, and a sum of four terms is sequential."""
+    def chain(y):
+        for i in range(200):
+            y = y * 1.0001 if i % 2 else np.sin(y)
+        return np.sum(y)
+    y = np.linspace(0.1, 0.4, 4)
+    fast = fg.jit(fg.value_and_grad(chain), backend="numba")
+    assert fast.lower(y).source.startswith("declare")
+    (value, grad), (want, want_grad) = fast(y), fg.jit(fg.value_and_grad(chain),
+                                                      backend="interp")(y)
+    assert value.tobytes() == want.tobytes() and grad.tobytes() == want_grad.tobytes()
+
+
+def test_created_values_match_the_interpreter():
+    """iota, full (f64 and bool) and constants become literals; a bool param comes in as 0/1."""
+    from fusegrad.ir import Builder, TensorType
+    from fusegrad.runtime.interpreter import eval_function
+    b = Builder("created")
+    x, m = b.param(TensorType("f64", (2, 3)), "x"), b.param(TensorType("bool", (2, 3)), "m")
+    i = b.add1("iota", [], {"shape": (2, 3), "dtype": "f64", "axis": 1})
+    c = b.add1("constant", [], {"value": np.array([[1.5, -0.0, np.inf], [2.0, np.nan, 3.0]])})
+    t = b.add1("full", [], {"shape": (2, 3), "dtype": "bool", "value": True})
+    y = b.add1("select", [b.add1("and", [m, t]), b.add1("mul", [x, i]), c])
+    fn = b.build([y, b.add1("not", [m]), b.add1("convert", [m], {"dtype": "f64"})])
+    run, _ = straight.compile_straight(fn)
+    args = [np.arange(6.0).reshape(2, 3) - 2.5, np.array([[True, False, True]] * 2)]
+    for got, want in zip(run(args), eval_function(fn, args)):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert got.tobytes() == np.asarray(want).tobytes()

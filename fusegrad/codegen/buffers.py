@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from ..ir.types import TensorType
 from ..passes.schedule import Kernel
-from .templates import POISON_FILL, new_buffer, np_name, poison_on, symbols_in
+from .loop_ir import Comment, Let, order_symbols
+from .templates import POISON_FILL, new_buffer, np_name, poison_on
 
 STACK_MIN = 4  # a kernel's fresh outputs of one dtype and shape, at least this many, are stacked
 
@@ -47,7 +48,7 @@ class Buffers:
     """The buffer placement and the runner's pool, for ModuleSource (which mixes it in and
     owns the state: names, syms, fusion, memory, pooled, buffer_root, row, slots, ...)."""
 
-    def alloc(self, v) -> str:
+    def alloc(self, v) -> Comment:
         """The entry's comment for v's buffer: a fresh one from the pool, or a dead value's."""
         reuse = self.memory.get(v)
         if reuse in self.row and v in self.results:
@@ -56,10 +57,10 @@ class Buffers:
             self.buffer_root[v] = self.buffer_root[reuse]
             if reuse in self.row:
                 self.row[v] = self.row[reuse]
-            return f"# {self.names[v]} reuses the buffer of {self.describe.names[reuse]}"
+            return Comment(f"{self.names[v]} reuses the buffer of {self.describe.names[reuse]}")
         self.pooled.append(v)
         self.buffer_root[v] = v
-        return f"# {self.names[v]}: a pooled {self.describe.type(v)} buffer"
+        return Comment(f"{self.names[v]}: a pooled {self.describe.type(v)} buffer")
 
     def stacks(self, k: Kernel) -> list:
         """The groups of kernel k's outputs to stack (Stack): fresh buffers of one dtype
@@ -74,7 +75,7 @@ class Buffers:
                 groups.setdefault((v.dtype, v.shape), []).append(v)
         return [g for g in groups.values() if len(g) >= STACK_MIN]
 
-    def alloc_stack(self, values) -> str:
+    def alloc_stack(self, values) -> Comment:
         """The entry's comment for a fresh stack of these values."""
         stack = Stack(values)
         self.names[stack] = f"s{sum(isinstance(p, Stack) for p in self.pooled)}"
@@ -83,8 +84,8 @@ class Buffers:
         for i, v in enumerate(values):
             self.buffer_root[v], self.row[v] = stack, i
         self.stacked.update(values)
-        return f"# {self.names[stack]}: a pooled buffer, {self.buffer_type(stack)}: the rows " \
-               f"{', '.join(self.names[v] for v in values)}"
+        return Comment(f"{self.names[stack]}: a pooled buffer, {self.buffer_type(stack)}: the "
+                       f"rows {', '.join(self.names[v] for v in values)}")
 
     def stack_rows(self, k: Kernel) -> dict:
         """The values kernel k reaches as rows of a stack, -> (Rows, row): those of the
@@ -110,7 +111,6 @@ class Buffers:
     def block(self, values) -> str:
         """The entry's expression for the address of a block of slots of A holding the
         addresses of values' buffers."""
-        self.uses_at = self.uses_block = True
         self.slots += values
         return f"at + {8 * (len(self.slots) - len(values))}"
 
@@ -125,10 +125,8 @@ class Buffers:
             return f"{self.names[root]}_buf" + (f"[{self.row[v]}]" if v in self.row else "")
         if self.by_address(v) and v not in self.seg_arrays:
             self.seg_arrays.add(v)
-            self.uses_at = True
             self.slots.append(v)
-            self.pending.append(f"{self.names[v]} = "
-                                f"{self.carray(f'A[{len(self.slots) - 1}]', v)}")
+            self.pending.append(Let(self.names[v], self.carray(f"A[{len(self.slots) - 1}]", v)))
         return self.names[v]
 
     def carray(self, address: str, v) -> str:
@@ -159,7 +157,8 @@ class Buffers:
         """The sizes the runner's buffers need, and where each thread keeps its pool."""
         if not self.pooled:
             return []
-        dims = symbols_in("\n".join(self.buffer_shape(v) for v in self.pooled))
+        dims = order_symbols(self.syms.dim(n) for v in self.pooled
+                             for n in (v.row_shape if isinstance(v, Stack) else v.shape))
         return [f"{d} = int(D[{d[1:]}])" for d in dims] + [
             "local = threading.local()  # per thread: A holds addresses of its own buffers"]
 

@@ -14,9 +14,9 @@ non-negative, stops vectorizing.
 from __future__ import annotations
 
 import math
-import re
 
-from .templates import new_buffer, reduction_update
+from .loop_ir import Accumulate, Call, Let, Loop, Return, Store
+from .templates import new_buffer
 
 CHUNK = 2 ** 14            # elements per chunk of a parallel 1-D kernel of > SMALL_MAX elements
 SMALL_CHUNK = 2 ** 10      # ... and of one of at most SMALL_MAX elements
@@ -41,53 +41,28 @@ def min_parallel_size(math_calls: int, itemsize: int = 8) -> int:
     return math.ceil(PARALLEL_WORK / _weight(math_calls, itemsize))
 
 
-_SUBSCRIPT = re.compile(r"\[([^\[\]]*)\]")
-
-
-def only_indexes(ph, i: str) -> bool:
-    """Whether the loop variable appears only as a whole index in a phase's lines (`a[i]`,
-    `a[j, i]`), so it may be unsigned (arithmetic mixing uint64 and int64 would give floats)."""
-    lines = [*ph.pre, *ph.post, *[x for t in (ph.inner_pre, ph.inner_post)
-                                  for ls in t.values() for x in ls]]
-    code, done = "\n".join(line.split("  # ")[0] for line in lines), None
-    while code != done:        # innermost subscripts first: a[i, b[i]]
-        done, code = code, _SUBSCRIPT.sub(lambda m: "<" + ",".join(
-            "_" if part.strip() == i else part for part in m.group(1).split(",")) + ">", code)
-    return not re.search(rf"\b{i}\b", code)
-
-
-def render_chunks(src) -> str:
-    """The body of src's kernel as the parallel loop over chunks; sets src.chunk_body, the
-    body of the chunk function, whose call takes the kernel's arguments in place of ARGS."""
-    src.chunked = src.serial = True
-    (ph,) = src.phases
+def render_chunks(src) -> list:
+    """The body of src's kernel as the parallel loop over chunks; sets src.chunk to the tree
+    of the chunk function and its call, to which the kernel's function adds the kernel's
+    arguments (emit.py: they are known once its tree is)."""
     n, i = src.syms.dim(src.k.domain[src.loops[0]]), f"i{src.loops[0]}"
     accs = [a for a, _, _ in src.accs]
-    chunk = ph.pre + ["for j in range(hi - lo):",
-                      f"    {i} = numba.uint64(lo + j)  # unsigned: no wraparound checks",
-                      *_indent(src.inner(ph, 1))]
+    chunk = src.at(0, 0, "pre") + [Loop("j", "hi - lo", [
+        Let(i, "numba.uint64(lo + j)", "unsigned: no wraparound checks"), *src.inner(0, 1)])]
     if accs:
-        chunk.append(f"return {', '.join(accs)}")
-    src.chunk_body = "\n".join(_indent(chunk))
-    call = f"{src.name}_chunk(lo, min(lo + size, {n}), ARGS)"
-    body = ["lo = c * size"]
-    if accs:
-        body += [f"{', '.join(accs)} = {call}"]
-        body += [f"{a}_part[c] = {a}" for a in accs]
-    else:
-        body.append(call)
-    lines = [f"size = {SMALL_CHUNK} if {n} <= {SMALL_MAX} else {CHUNK}",
-             f"chunks = ({n} + size - 1) // size"]
-    lines += [f"{a}_part = {new_buffer('chunks', dt)}" for a, _, dt in src.accs]
-    lines += ["for c in prange(chunks):", *_indent(body)]
+        chunk.append(Return(accs))
+    call = Call(f"{src.name}_chunk", ["lo", f"min(lo + size, {n})"], accs)
+    src.chunk = (chunk, call)
+    body = [Let("lo", "c * size"), call]
+    body += [Store(f"{a}_part", "c", a) for a in accs]
+    nodes = [Let("size", f"{SMALL_CHUNK} if {n} <= {SMALL_MAX} else {CHUNK}"),
+             Let("chunks", f"({n} + size - 1) // size")]
+    nodes += [Let(f"{a}_part", new_buffer("chunks", dt)) for a, _, dt in src.accs]
+    nodes.append(Loop("c", "chunks", body, parallel=True))
     for a, prim, _ in src.accs:
-        lines += [f"{a} = {a}_part[0]", "for c in range(1, chunks):",
-                  "    " + reduction_update(prim, a, f"{a}_part[c]")]
-    lines += ph.post
+        nodes += [Let(a, f"{a}_part[0]"),
+                  Loop("c", "chunks", [Accumulate(prim, a, f"{a}_part[c]")], start="1")]
+    nodes += src.at(0, 0, "post")
     if src.returns:
-        lines.append(f"return {', '.join(src.returns[v] for v in src.scalar_outputs)}")
-    return "\n".join(_indent(lines))
-
-
-def _indent(lines) -> list:
-    return ["    " + line for line in lines]
+        nodes.append(Return(src.returns[v] for v in src.scalar_outputs))
+    return nodes

@@ -37,6 +37,7 @@ from ..ir.evaluate import apply
 from ..runtime.signature import log_compile
 from .. import version
 from . import blas, loops, pool, straight
+from .buffers import Stack
 from .emit import ModuleSource
 
 FIXED_MTIME = 1_000_000_000          # every writer gives the module file the same stamp
@@ -92,6 +93,7 @@ class Executable:
     """The numba backend's compiled function: `exe(leaves) -> list of arrays`."""
 
     precompiled = True      # False: host steps split the entry; segments compile when first run
+    loop = None             # a scan body's: (length, reverse, leaves) -> carry and ys
 
     def __init__(self, ir, source, kernels, clusters, run, path, fusion):
         self.ir, self.source, self.kernels, self.clusters = ir, source, kernels, clusters
@@ -110,10 +112,12 @@ class Executable:
         return dict(zip(values, compile_numba(probe)(leaves)))
 
 
-def compile_numba(ir: Function, parallel: bool | None = None) -> Executable:
+def compile_numba(ir: Function, parallel: bool | None = None, scan=None) -> Executable:
     """Fuse an optimized Function (passes.pipeline.optimize: api.compile_function runs it) and
-    compile the result with Numba."""
-    if straight.supports(ir):
+    compile the result with Numba. With scan=(num_consts, num_carry), ir is a scan's body and
+    the module also runs the whole scan as an njit loop where it can (`executable.loop`:
+    loops.scan_source)."""
+    if straight.supports(ir) and scan is None:
         try:
             return _compile_straight(ir)
         except Exception as e:  # noqa: BLE001 - Numba compiles it too, only slower
@@ -122,12 +126,15 @@ def compile_numba(ir: Function, parallel: bool | None = None) -> Executable:
     parallel = parallel_default() if parallel is None else parallel
     ms = ModuleSource(fusion, plan_memory(fusion), njit_options, parallel)
     body = ms.build()
+    loop = loops.scan_source(ms, *scan) if scan else None
     header = f"# fusegrad: generated from @{ir.name}; {versions()}\n"
-    text = header + body
+    text = header + body + (loop[0] if loop else "")
     key = hashlib.sha256(text.encode()).hexdigest()
     if os.environ.get("FUSEGRAD_DEBUG", "") >= "3":
         print(f"// ---- generated source for @{ir.name} ----\n{text}")
     signatures = _signatures(ms)
+    if loop and signatures:
+        signatures = {"scan_loop": _loop_signature(loop[1])}
     module, path = load_module(text, key, ir.name, ms.kernel_count, signatures)
     env = (ms.syms.D, ms.syms.C, *[_const(fusion, c) for c in ms.consts],
            *[loops.host(op, compile_numba) if op.prim in loops.HOSTS else _host(op)
@@ -135,11 +142,14 @@ def compile_numba(ir: Function, parallel: bool | None = None) -> Executable:
     executable = Executable(ir, text, ms.kernel_count, fusion.clusters, module.make_run(env),
                             path, fusion)
     executable.precompiled = bool(signatures)   # else segments compile on their first call
+    if loop:
+        executable.loop = module.make_loop(env[:2 + len(ms.consts)])
     return executable
 
 
 def _compile_straight(ir) -> Executable:
-    """A long all-scalar function: one LLVM block of arithmetic, no Numba (see straight.py)."""
+    """A long function of scalars and small arrays: straight-line LLVM arithmetic, no Numba
+    (see straight.py)."""
     start = time.perf_counter()
     run, text = straight.compile_straight(ir)
     if os.environ.get("FUSEGRAD_DEBUG", "") >= "3":
@@ -179,6 +189,26 @@ def _signatures(ms: ModuleSource) -> dict:
     sig += [numba.types.Array(numba.float64, 1, "C")] * uses_c
     sig += [numba.types.Array(numba.int64, 1, "C")] * uses_tasks
     return {"entry": tuple(sig)}
+
+
+def _loop_signature(params) -> tuple:
+    """Numba signature of scan_loop (loops.scan_source says what its parameters hold)."""
+    def array(dtype, ndim):
+        return numba.types.Array(numba.from_dtype(np.dtype(dtype)), ndim, "C")
+
+    sig = [numba.int64, numba.boolean]
+    for p in params:
+        if p in ("A", "D", "TASKS"):
+            sig.append(array(np.int64, 1))
+        elif p == "C":
+            sig.append(array(np.float64, 1))
+        elif isinstance(p, tuple):         # xs or ys: one more axis than a step's value
+            sig.append(array(p[1].type.np_dtype, p[1].type.ndim + 1))
+        elif isinstance(p, Stack):
+            sig.append(array(p.type.np_dtype, p.type.ndim))
+        else:
+            sig.append(_numba_type(p))
+    return tuple(sig)
 
 
 def _numba_type(v):

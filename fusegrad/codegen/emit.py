@@ -26,18 +26,21 @@ import numpy as np
 from ..ir.printer import format_literal
 from ..ir.printer import value_names as printed_names
 from ..passes.schedule import CONST, INLINE, PARAM, Kernel, Step, is_view
-from . import pool
+from . import loop_ir, pool
 from .buffers import Buffers
 from .kernel import KernelSource
-from .templates import MATH_FUNCS, literal, mathlib_funcs, symbols_in
+from .loop_ir import Accumulate, Call, Function, If, Let, Loop, Return, Store, joined
+from .templates import MATH_FUNCS, literal, mathlib_funcs
 
 SIZE_PARAMS = ("shape", "start", "stop", "step", "low", "high", "interior")
 RESERVED = {"np", "math", "numba", "prange", "A", "D", "C", "at", "buf", "local", "threading",
             "env", "leaves", "run", "make_run", "r",
             "bmm", "gemm", "ipow", "entry", "pool", "getrefcount", "TASKS", "address",
             "pool_run", "pool_threads", "task_signature", "task", "threads", "lo", "hi", "t", "f",
-            "fma", "WHERE", "check_index", "check_indices"}
-GENERATED = re.compile(r"(v|d|c|i|k|s|mm|seg|host|r)\d+(_\w*)?\Z|.*_(out|best|take|buf)\Z")
+            "fma", "WHERE", "check_index", "check_indices",
+            "scan_loop", "make_loop", "run_loop"}
+GENERATED = re.compile(r"(v|d|c|i|j|k|s|mm|seg|host|r|next|ys)\d+(_\w*)?\Z"
+                       r"|.*_(out|best|take|buf)\Z|xs_|loop_")
 
 
 class Symbols:
@@ -115,8 +118,7 @@ class Describer:
         if key == "value" and op.prim == "full":
             return self.syms.scalar(value, op.params["dtype"])
         if key in SIZE_PARAMS:
-            items = [self.syms.dim(n) for n in value]
-            return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+            return f"({joined([self.syms.dim(n) for n in value], True)})"
         return format_literal(value)
 
     def __call__(self, op) -> str:
@@ -136,7 +138,7 @@ PRODUCT_REPEATS = 3  # a kind of matrix product made this often gets a function 
 
 
 class _Functions:
-    """What kernel_functions makes: the texts, whether one is a pool task (the entry then
+    """What kernel_functions makes: the functions, whether one is a pool task (the entry then
     calls the launcher), and what the entry passes (symbol names, and values it names)."""
 
     def __init__(self, src: KernelSource):
@@ -166,7 +168,7 @@ class ModuleSource(Buffers):
         self.syms = Symbols(fn)
         self.names = python_names(fn)
         self.describe = Describer(fn, self.syms)
-        self.functions: list[str] = []
+        self.trees: list[Function] = []  # the module's functions
         self.tasks: list[str] = []     # the pool tasks' cfuncs: their addresses go in TASKS
         self.kernel_count = 0
         self.shared: dict = {}         # a kernel's code, names left out -> (name, task index)
@@ -181,10 +183,9 @@ class ModuleSource(Buffers):
         self.pooled: list = []         # values whose fresh buffers the runner keeps in its pool
         self.buffer_root: dict = {}    # value in a pooled buffer -> the pooled value owning it
         self.slots: list = []          # A: per slot, the value whose buffer's address it holds
-        self.uses_at = False           # whether the segment being built reads A
         self.seg_arrays: set = set()   # values in pooled buffers it has made arrays of
         self.seg_owned: dict = {}      # pooled buffers it takes as the runner's arrays
-        self.pending: list = []        # entry lines the next statement needs first
+        self.pending: list = []        # entry statements the next one needs first
         self.locations: list = []      # WHERE: the user's lines that index checks name
         self.checked: set = set()      # (index array, size, axis) checked in this segment
         self.consts = [op.out for op in fn.ops
@@ -220,24 +221,29 @@ class ModuleSource(Buffers):
                     streamed[node] = outs
         return streamed
 
+    @property
+    def functions(self) -> list:
+        """The texts of the module's functions."""
+        return [fn.render() for fn in self.trees]
+
     # -- kernels -------------------------------------------------------------------------
 
-    def kernel(self, k: Kernel) -> str:
-        """The entry's call of kernel k. Its functions are emitted only if no earlier kernel
-        has the same code: an unrolled Python loop repeats its kernels (the HMM's 299 kernels
-        are 23 functions), and each function costs Numba 0.1-0.3 s however often it runs. The
-        code is compared with values renamed in order of use and without comments, so the
-        function is written once, with the names and IR equations of its first kernel."""
+    def kernel(self, k: Kernel) -> list:
+        """The entry's call of kernel k, after its index checks. Its functions are emitted
+        only if no earlier kernel has the same code: an unrolled Python loop repeats its
+        kernels (the HMM's 299 kernels are 23 functions), and each function costs Numba
+        0.1-0.3 s however often it runs. The code is compared with values renamed in order of
+        use and without comments, so the function is written once, with the names and IR
+        equations of its first kernel."""
         number = self.kernel_count
         self.kernel_count += 1
         key_form = self.kernel_functions(k, "k", _Canonical(), _no_comment)
-        self.pending_checks = key_form.src.index_checks
-        key = "\n\n\n".join(key_form.functions)
+        key = "\n\n\n".join(f.render() for f in key_form.functions)
         shared = self.shared.get(key)
         if shared is None:
             name = f"k{number}"
             built = self.kernel_functions(k, name, self.names, self.describe)
-            self.functions += built.functions
+            self.trees += built.functions
             if built.task:
                 self.tasks.append(f"{name}_task")
             shared = self.shared[key] = (name, len(self.tasks) - 1)
@@ -245,15 +251,15 @@ class ModuleSource(Buffers):
         args = [p if isinstance(p, str) else self.array(p) for p in key_form.params]
         if key_form.block:
             args.append(self.block(key_form.block))
-        args = ", ".join(args)
-        call = f"{name}_launch(TASKS[{task}], {args})" if key_form.task else f"{name}({args})"
         notes = [f"kernel {number}, the code of kernel {name[1:]}"] \
             if name != f"k{number}" else []
         notes += [f"at: {', '.join(map(self.label, key_form.block))}"] \
             if key_form.block else []
-        call += f"  # {'; '.join(notes)}" if notes else ""
-        lhs = ", ".join(self.names[v] for v in key_form.src.scalar_outputs)
-        return f"{lhs} = {call}" if lhs else call
+        if key_form.task:
+            name, args = f"{name}_launch", [f"TASKS[{task}]", *args]
+        return self.index_checks(key_form.src.index_checks) + [
+            Call(name, args, [self.names[v] for v in key_form.src.scalar_outputs],
+                 comment="; ".join(notes))]
 
     def kernel_functions(self, k: Kernel, name: str, names, describe) -> _Functions:
         """The functions of kernel k named `name` (the kernel, its chunk function, its pool
@@ -261,7 +267,7 @@ class ModuleSource(Buffers):
         `describe`, and what the entry passes them."""
         src, body = self.kernel_source(k, name, names, describe, self.stack_rows(k))
         # Numba's parallel loops lose stores into arrays made by carray: those take arrays
-        parallel = src.chunked or src.parallel_rows
+        parallel = src.chunk is not None or src.parallel_rows
         if parallel and src.stacks:
             src, body = self.kernel_source(k, name, names, describe, {})
         out = _Functions(src)
@@ -271,25 +277,23 @@ class ModuleSource(Buffers):
                  and v not in src.stack_rows]
         block += [(a, stack) for stack, a in src.stacks.items()]
         passed = [(a, v) for a, v in arrays if not self.by_address(v) or parallel]
-        made = [f"    buf = numba.carray(address(at), {len(block)}, np.int64)"] if block else []
-        made += [f"    {a} = {self.carray(f'buf[{i}]', v)}" for i, (a, v) in enumerate(block)]
-        body = "\n".join(made + [body])
-        symbols = symbols_in(body)
+        body = self.carrays(block) + body
+        symbols = loop_ir.symbols(body + (src.chunk[0] if src.chunk else []))
         args = symbols + [a for a, _ in arrays]
         params = symbols + [a for a, _ in passed] + (["at"] if block else [])
         opts = self.options("kernel", reduction=src.has_reduction, parallel=parallel)
-        doc = (f'    """kernel {name[1:]}: {len(k.ops)} ops over {_dom(k, self.syms)}, '
-               f'{src.passes} pass{"es" if src.passes > 1 else ""}"""')
-        if src.chunked:
-            body = body.replace("ARGS)", f"{', '.join(args)})")
+        doc = (f'kernel {name[1:]}: {len(k.ops)} ops over {_dom(k, self.syms)}, '
+               f'{src.passes} pass{"es" if src.passes > 1 else ""}')
+        if src.chunk:
+            chunk, call = src.chunk
+            call.args += args
             chunk_opts = self.options("kernel", reduction=src.has_reduction)
-            out.functions.append(f"@numba.njit({_options(chunk_opts)})\n"
-                                 f"def {name}_chunk(lo, hi, {', '.join(args)}):\n"
-                                 f'    """kernel {name[1:]} over elements lo:hi"""\n'
-                                 f"{src.chunk_body}")
+            out.functions.append(Function(
+                _njit(chunk_opts), f"{name}_chunk", ["lo", "hi", *args],
+                f"kernel {name[1:]} over elements lo:hi", chunk))
         split = ["lo", "hi"] if src.pool_split else []
-        out.functions.append(f"@numba.njit({_options(opts)})\n"
-                             f"def {name}({', '.join(split + params)}):\n{doc}\n{body}")
+        out.functions.append(Function(_njit(opts), name, split + params, doc, body,
+                                      cols=src.pool_split == "cols"))
         out.params = symbols + [v for _, v in passed]
         out.block = [v for _, v in block]
         if src.pool_split:
@@ -302,6 +306,13 @@ class ModuleSource(Buffers):
                            pool.AVAILABLE and not self.parallel, self.where, rows)
         return src, src.build()
 
+    def carrays(self, block) -> list:
+        """The statements making a function's arrays of the buffers whose addresses it gets
+        at `at` (block: (name, value) pairs)."""
+        made = [Let("buf", f"numba.carray(address(at), {len(block)}, np.int64)")] if block \
+            else []
+        return made + [Let(a, self.carray(f"buf[{i}]", v)) for i, (a, v) in enumerate(block)]
+
     def where(self, op) -> str:
         """The code naming op's source line in an error message: an entry of WHERE, a module
         constant (a file name in the code itself could read as a size symbol)."""
@@ -310,46 +321,41 @@ class ModuleSource(Buffers):
             self.locations.append(text)
         return f"WHERE[{self.locations.index(text)}]"
 
-    def index_checks(self) -> list:
-        """The entry's checks of the index arrays the kernel just emitted reads from memory,
-        once per array, size and axis in a segment (support.check_indices)."""
-        lines = []
-        for (idx, n, axis), where in self.pending_checks.items():
+    def index_checks(self, checks) -> list:
+        """The entry's checks of the index arrays a kernel reads from memory (checks:
+        (array, size, axis) -> where), once per array, size and axis in a segment
+        (support.check_indices)."""
+        nodes = []
+        for (idx, n, axis), where in checks.items():
             if (idx, n, axis) not in self.checked:
                 self.checked.add((idx, n, axis))
                 check = "check_indices" if idx.shape != () else "check_index"
-                lines.append(f"{check}({self.array(idx)}, {self.syms.dim(n)}, {axis}, {where})")
-        return lines
+                nodes.append(Call(check, [self.array(idx), self.syms.dim(n), str(axis), where]))
+        return nodes
 
-    def scan(self, op) -> str:
+    def scan(self, op) -> Call:
         """A cumsum as its own small kernel: the scanned axis innermost."""
         name = f"k{self.kernel_count}"
         self.kernel_count += 1
         x, v = op.inputs[0], op.out
         axis = op.params["axis"] % max(x.type.ndim, 1)
-        rev = op.params.get("reverse", False)
         others = [a for a, n in enumerate(x.shape) if n != 1 and a != axis]
         index = ", ".join(f"i{a}" if n != 1 else "0" for a, n in enumerate(x.shape))
-        lines, depth = [], 1
-        for a in others:
-            lines.append("    " * depth + f"for i{a} in range({self.syms.dim(x.shape[a])}):")
-            depth += 1
-        pad = "    " * depth
-        lines.append(pad + f"acc = {literal(0, v.dtype)}  # {self.describe(op)}")
+        stops = [self.syms.dim(x.shape[a]) for a in others]
         n = self.syms.dim(x.shape[axis])
-        rng = f"range({n} - 1, -1, -1)" if rev else f"range({n})"
+        body = [Accumulate("reduce_sum", "acc", f"{self.names[x]}[{index}]"),
+                Store(f"{self.names[v]}_out", index, "acc")]
         if x.shape[axis] != 1:
-            lines.append(pad + f"for i{axis} in {rng}:")
-            pad += "    "
-        lines.append(pad + f"acc += {self.names[x]}[{index}]")
-        lines.append(pad + f"{self.names[v]}_out[{index}] = acc")
-        body = "\n".join(lines)
-        symbols = symbols_in(body)
+            body = [Loop(f"i{axis}", "-1", body, start=f"{n} - 1", step="-1")
+                    if op.params.get("reverse", False) else Loop(f"i{axis}", n, body)]
+        body = [Let("acc", literal(0, v.dtype), self.describe(op)), *body]
+        for a, stop in reversed(list(zip(others, stops))):
+            body = [Loop(f"i{a}", stop, body)]
+        symbols = loop_ir.symbols(body)
         args = symbols + [self.names[x], f"{self.names[v]}_out"]
         opts = self.options("kernel", reduction=False, parallel=False)
-        self.functions.append(f"@numba.njit({_options(opts)})\ndef {name}({', '.join(args)}):\n"
-                              f'    """cumsum along axis {axis}"""\n{body}')
-        return f"{name}({', '.join(symbols + [self.array(x), self.array(v)])})"
+        self.trees.append(Function(_njit(opts), name, args, f"cumsum along axis {axis}", body))
+        return Call(name, symbols + [self.array(x), self.array(v)])
 
     def pool_kernel(self, out: _Functions, name, symbols, passed):
         """Add the task and launcher that run kernel `name` as parts on OpenBLAS's threads
@@ -357,68 +363,63 @@ class ModuleSource(Buffers):
         src = out.src
         loop = src.loops[0] if src.pool_split == "rows" else src.loops[-1]
         m = self.syms.dim(src.k.domain[loop])
-        shapes = {a: self.shape(v.shape) for a, v in passed}
-        syms = symbols_in(" ".join([*symbols, *shapes.values(), m]))
+        shapes = [self.syms.dim(n) for _, v in passed for n in v.shape]
+        syms = loop_ir.order_symbols([*symbols, *shapes, m])
         params = [a for a, _ in passed] + (["at"] if out.block else [])
         slots = len(syms) + len(params)
         floats = any(s[0] == "c" for s in syms)
         what = f"kernel {name[1:]} over {src.pool_split} lo:hi"
-        task = [f"t = numba.carray(address(c), {slots}, np.int64)"]
-        task += [f"f = numba.carray(address(c), {slots}, np.float64)"] if floats else []
-        task += [f"{s} = {'f' if s[0] == 'c' else 't'}[{i}]" for i, s in enumerate(syms)]
-        task += [f"lo = a >> {pool.SHIFT}",
-                 f"{name}(lo, lo + m, " + ", ".join(
-                     symbols + [self.carray(f"t[{len(syms) + i}]", v)
-                                for i, (a, v) in enumerate(passed)]
-                     + ([f"t[{slots - 1}]"] if out.block else [])) + ")",
-                 "return 0"]
-        out.functions.append(
-            "@numba.cfunc(task_signature, error_model='numpy', cache=True)\n"
-            f"def {name}_task(m, n, k, alpha, a, lda, b, ldb, c, ldc, sb):\n"
-            f'    """{what}, on a thread of OpenBLAS\'s pool: its arguments are in the int64 '
-            f'array at c"""\n' + "\n".join("    " + line for line in task))
-        fill = [f"{'f' if s[0] == 'c' else 't'}[{i}] = {s}" for i, s in enumerate(syms)]
-        fill += [f"t[{len(syms) + i}] = {a}.ctypes.data" for i, (a, _) in enumerate(passed)]
-        fill += [f"t[{slots - 1}] = at"] if out.block else []
-        launch = [f"threads = min(pool_threads(), {m})",
-                  "if " + " and ".join(["threads > 1"] + [f"{a}.flags.c_contiguous"
-                                                         for a, _ in passed]) + ":",
-                  f"    t = np.empty({slots}, np.int64)",
-                  *(["    f = t.view(np.float64)"] if floats else []),
-                  *["    " + line for line in fill],
-                  f"    pool_run(task, t, {m}, threads)",
-                  "else:",
-                  f"    {name}(np.int64(0), {m}, {', '.join(symbols + params)})"]
-        opts = self.options("kernel")
-        out.functions.append(
-            f"@numba.njit({_options(opts)})\n"
-            f"def {name}_launch(task, {', '.join(syms + params)}):\n"
-            f'    """{what} as parts on OpenBLAS\'s threads, or all here"""\n'
-            + "\n".join("    " + line for line in launch))
+        table = [("f" if s[0] == "c" else "t", str(i), s) for i, s in enumerate(syms)]
+        task = [Let("t", f"numba.carray(address(c), {slots}, np.int64)")]
+        task += [Let("f", f"numba.carray(address(c), {slots}, np.float64)")] if floats else []
+        task += [Let(s, f"{t}[{i}]") for t, i, s in table]
+        task += [Let("lo", f"a >> {pool.SHIFT}"),
+                 Call(name, ["lo", "lo + m", *symbols,
+                             *[self.carray(f"t[{len(syms) + i}]", v)
+                               for i, (a, v) in enumerate(passed)],
+                             *([f"t[{slots - 1}]"] if out.block else [])]),
+                 Return(["0"])]
+        out.functions.append(Function(
+            "@numba.cfunc(task_signature, error_model='numpy', cache=True)", f"{name}_task",
+            ["m", "n", "k", "alpha", "a", "lda", "b", "ldb", "c", "ldc", "sb"],
+            f"{what}, on a thread of OpenBLAS's pool: its arguments are in the int64 array "
+            "at c", task))
+        fill = [Store(*row) for row in table]
+        fill += [Store("t", str(len(syms) + i), f"{a}.ctypes.data")
+                 for i, (a, _) in enumerate(passed)]
+        fill += [Store("t", str(slots - 1), "at")] if out.block else []
+        parts = [Let("t", f"np.empty({slots}, np.int64)"),
+                 *([Let("f", "t.view(np.float64)")] if floats else []),
+                 *fill, Call("pool_run", ["task", "t", m, "threads"])]
+        launch = [Let("threads", f"min(pool_threads(), {m})"),
+                  If(" and ".join(["threads > 1"] + [f"{a}.flags.c_contiguous"
+                                                     for a, _ in passed]),
+                     parts, [Call(name, ["np.int64(0)", m, *symbols, *params])])]
+        out.functions.append(Function(
+            _njit(self.options("kernel")), f"{name}_launch", ["task", *syms, *params],
+            f"{what} as parts on OpenBLAS's threads, or all here", launch))
         out.task = True
         out.params = syms + [v for _, v in passed]
 
     # -- entry ---------------------------------------------------------------------------
 
     def shape(self, shape) -> str:
-        items = [self.syms.dim(n) for n in shape]
-        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+        return f"({joined([self.syms.dim(n) for n in shape], True)})"
 
-    def step(self, s: Step) -> str:
+    def step(self, s: Step):
         op, name = s.op, self.names[s.op.out]
-        comment = f"  # {self.describe(op)}"
         if s.kind == "blas":
             return self.matmul(op)
         ins = [self.array(v, owned=True) for v in op.inputs]
         if op.prim == "transpose" and not is_view(op):
-            return f"{name} = {ins[0]}.T{comment}"
+            return Let(name, f"{ins[0]}.T", self.describe(op))
         if s.kind == "view":
             src = op.inputs[0]
             base = ins[0] if self.contiguous(src) else f"np.ascontiguousarray({ins[0]})"
-            return f"{name} = {base}.reshape({self.shape(op.out.shape)}){comment}"
+            return Let(name, f"{base}.reshape({self.shape(op.out.shape)})", self.describe(op))
         raise AssertionError(f"codegen: no entry code for step {s!r}")
 
-    def matmul(self, op) -> str:
+    def matmul(self, op) -> Call:
         """The entry's line running one matrix product (blas.py). A product of a kind the
         program makes at least PRODUCT_REPEATS times is a call of a function that, like a
         kernel, gets the operands in pooled buffers by address: an unrolled LSTM makes 190
@@ -428,27 +429,25 @@ class ModuleSource(Buffers):
         values = [*op.inputs, op.out]
         product = "gemm" if op.out.type.ndim == 2 else "bmm"
         if self.product_kinds[_product_kind(self.fusion, op)] < PRODUCT_REPEATS:
-            a, b, out = map(self.array, values)
-            return f"{product}({a}, {b}, {out})  # {self.describe(op)}"
+            return Call(product, map(self.array, values), comment=self.describe(op))
         operands = list(zip(("a", "b", "out"), values))
         block = [(n, v) for n, v in operands if self.by_address(v)]
         passed = [(n, v) for n, v in operands if not self.by_address(v)]
-        made = [f"buf = numba.carray(address(at), {len(block)}, np.int64)"] if block else []
-        made += [f"{n} = {self.carray(f'buf[{i}]', v)}" for i, (n, v) in enumerate(block)]
-        body = "\n".join("    " + line for line in made + [f"{product}(a, b, out)"])
-        params = symbols_in(body) + [n for n, _ in passed] + (["at"] if block else [])
-        text = (f"@numba.njit({_options(self.options('kernel'))})\n"
-                f"def MM({', '.join(params)}):\n"
-                f'    """the matrix product out = a @ b"""\n{body}')
+        body = self.carrays(block) + [Call(product, ["a", "b", "out"])]
+        symbols = loop_ir.symbols(body)
+        fn = Function(_njit(self.options("kernel")), "MM",
+                      symbols + [n for n, _ in passed] + (["at"] if block else []),
+                      "the matrix product out = a @ b", body)
+        text = fn.render()      # the code, whatever the function's name: shared by kind
         name = self.shared.get(text)
         if name is None:
-            name = self.shared[text] = f"mm{self.products}"
+            name = fn.name = self.shared[text] = f"mm{self.products}"
             self.products += 1
-            self.functions.append(text.replace("def MM(", f"def {name}(", 1))
-        args = symbols_in(body) + [self.array(v) for _, v in passed]
+            self.trees.append(fn)
+        args = symbols + [self.array(v) for _, v in passed]
         args += [self.block([v for _, v in block])] if block else []
         at = f"; at: {', '.join(self.names[v] for _, v in block)}" if block else ""
-        return f"{name}({', '.join(args)})  # {self.describe(op)}{at}"
+        return Call(name, args, comment=self.describe(op) + at)
 
     def contiguous(self, v) -> bool:
         kind = self.fusion.kind[v]
@@ -470,29 +469,30 @@ class ModuleSource(Buffers):
             else:
                 segments[-1].append(node)
         runner, seg_id, defined = [], 0, set(self.fn.params) | set(self.consts)
+        self.calls = {}                 # segment name -> (its call, the values it returns)
         needed_later = self.needed_after(segments)
         for i, seg in enumerate(segments):
             if isinstance(seg, Step):
                 self.hosts.append(seg.op)
-                ins = ", ".join(self.names[v] for v in seg.op.inputs)
-                outs = ", ".join(self.names[v] for v in seg.op.outputs)  # control flow: several
-                runner.append(f"{outs} = host{len(self.hosts) - 1}({ins})"
-                              f"  # {self.describe(seg.op)}")
+                runner.append(Call(f"host{len(self.hosts) - 1}",  # control flow: several outs
+                                   [self.names[v] for v in seg.op.inputs],
+                                   [self.names[v] for v in seg.op.outputs],
+                                   comment=self.describe(seg.op)))
                 defined.update(seg.op.outputs)
                 continue
-            if not seg and i > 0 and i < len(segments) - 1:
-                continue
+            if not seg and len(segments) > 1:
+                continue        # an empty segment around a host step: no function to compile
             outs = [v for v in needed_later[i]]
             name = "entry" if len(segments) == 1 else f"seg{seg_id}"
             seg_id += 1
             # a value in a pooled buffer is already the runner's: returning it would only
             # box the array again (0.25 us each)
             call, returned = self.segment(name, seg, defined, outs)
-            lhs = ", ".join(self.names[v] for v in returned)
-            runner.append(f"{lhs}{',' if len(returned) == 1 else ''} = {call}" if returned
-                          else call)
-            runner += [f"{self.names[v]} = {self.names[self.buffer_root[v]]}"
-                       + (f"[{self.row[v]}]" if v in self.row else "") for v in outs
+            self.calls[name] = (call.code(), returned)
+            call.targets, call.unpack = [self.names[v] for v in returned], True
+            runner.append(call)
+            runner += [Let(self.names[v], self.names[self.buffer_root[v]]
+                           + (f"[{self.row[v]}]" if v in self.row else "")) for v in outs
                        if v in self.buffer_root and self.buffer_root[v] is not v]
             defined.update(outs)
         return self.module(runner)
@@ -511,60 +511,47 @@ class ModuleSource(Buffers):
                 later.update(self.fusion.reads(n))
         return out
 
-    def segment(self, name, nodes, defined, outs) -> str:
+    def segment(self, name, nodes, defined, outs) -> tuple:
+        """The entry function `name` running nodes; its call, and the values it returns."""
         body, self.checked, self.seg_arrays, self.seg_owned = [], set(), set(), {}
-        self.uses_at = self.uses_block = False
         for node in nodes:
             if isinstance(node, Kernel):
                 stacks = self.stacks(node)
                 stacked = {v for g in stacks for v in g}
-                lines = [self.alloc_stack(g) for g in stacks]
-                lines += [self.alloc(v) for v in self.fusion.outputs[node]
+                stmts = [self.alloc_stack(g) for g in stacks]
+                stmts += [self.alloc(v) for v in self.fusion.outputs[node]
                           if v.shape != () and v not in stacked]
-                call = self.kernel(node)
-                lines += self.index_checks() + [call]
+                stmts += self.kernel(node)
             elif node.kind in ("scan", "blas"):
-                lines = [self.alloc(node.op.out)]
-                lines.append(self.scan(node.op) if node.kind == "scan" else self.step(node))
+                stmts = [self.alloc(node.op.out)]
+                stmts.append(self.scan(node.op) if node.kind == "scan" else self.step(node))
             else:
-                lines = [self.step(node)]
-            body += self.pending + lines
+                stmts = [self.step(node)]
+            body += self.pending + stmts
             self.pending = []
-        used = symbols_in("\n".join(body))
         reads = sorted(_unique(v for n in nodes for v in self.fusion.reads(n) if v in defined
                                and not self.by_address(v)), key=self.position.__getitem__)
         owned = list(self.seg_owned)
         params = [self.names[v] for v in reads] + [f"{self.names[v]}_buf" for v in owned]
         args = [self.names[v] for v in reads + owned]
-        head = []
-        for v in reads:
-            if v.shape == () and v.dtype == "f32":
-                head.append(f"{self.names[v]} = np.float32({self.names[v]})")
-        for s in used:
-            table = "D" if s[0] == "d" else "C"
-            head.append(f"{s} = {table}[{s[1:]}]")
-        if self.uses_block:
-            head.append("at = A.ctypes.data  # the addresses of the buffers kernels use")
-        tables = [t for t, used_ in (("A", self.uses_at), ("D", any(s[0] == "d" for s in used)),
-                                     ("C", any(s[0] == "c" for s in used)),
-                                     ("TASKS", "TASKS[" in "\n".join(body))) if used_]
-        args += tables
-        self.segment_args[name] = (reads + owned, *(t in tables for t in ("A", "D", "C",
-                                                                          "TASKS")))
+        head = [Let(self.names[v], f"np.float32({self.names[v]})") for v in reads
+                if v.shape == () and v.dtype == "f32"]
+        head += [Let(s, f"{'D' if s[0] == 'd' else 'C'}[{s[1:]}]") for s in loop_ir.symbols(body)]
+        if "at" in loop_ir.names(body):
+            head.append(Let("at", "A.ctypes.data", "the addresses of the buffers kernels use"))
         outs = [v for v in outs if v not in self.buffer_root]
-        ret = ", ".join(self.names[v] for v in outs) + ("," if len(outs) == 1 else "")
-        lines = head + body + [f"return {ret}" if outs else "return"]
-        opts = self.options("entry")
-        self.functions.append(f"@numba.njit({_options(opts)})\n"
-                              f"def {name}({', '.join(params + tables)}):\n"
-                              + "\n".join("    " + line for line in lines))
-        return f"{name}({', '.join(args)})", outs
+        body = head + body + [Return([self.names[v] for v in outs], unpack=True)]
+        used = loop_ir.names(body)
+        tables = [t for t in ("A", "D", "C", "TASKS") if t in used]
+        self.segment_args[name] = (reads + owned, *(t in used for t in ("A", "D", "C", "TASKS")))
+        self.trees.append(Function(_njit(self.options("entry")), name, params + tables, "",
+                                   body))
+        return Call(name, args + tables), outs
 
     def module(self, runner) -> str:
         fn, names = self.fn, self.names
         params = [names[p] for p in fn.params]
-        unpack = [f"{', '.join(params)}{',' if len(params) == 1 else ''} = leaves"] \
-            if params else []
+        unpack = [f"{joined(params, True)} = leaves"] if params else []
         for p in fn.params:
             if p.shape == ():
                 conv = {"f32": "float", "f64": "float", "i64": "int", "bool": "bool"}[p.dtype]
@@ -585,7 +572,8 @@ class ModuleSource(Buffers):
                *["    " + line for line in self.pool_setup()],
                "",
                "    def run(leaves):",
-               *["        " + line for line in unpack + self.take_buffers() + runner],
+               *["        " + line for line in unpack + self.take_buffers()
+                 + loop_ir.render(runner)],
                f"        return [{', '.join(results)}]",
                "",
                "    return run"]
@@ -607,7 +595,7 @@ class ModuleSource(Buffers):
         return False
 
     def imports(self) -> list:
-        called = set(re.findall(r"\b(\w+)\(", "\n".join(self.functions)))
+        called = loop_ir.names([s for fn in self.trees for s in fn.body], called=True)
         lines = ["import math", "import threading", "from sys import getrefcount", "",
                  "import numba",
                  "import numpy as np", "from numba import prange", ""]
@@ -649,8 +637,8 @@ def _dom(k: Kernel, syms) -> str:
     return f"[{', '.join(syms.dim(n) for n in k.domain)}]"
 
 
-def _options(opts: dict) -> str:
-    return ", ".join(f"{k}={v!r}" for k, v in opts.items())
+def _njit(opts: dict) -> str:
+    return f"@numba.njit({', '.join(f'{k}={v!r}' for k, v in opts.items())})"
 
 
 def _unique(items) -> list:

@@ -19,8 +19,9 @@ import math
 
 from ..ir.primitives import ELEMENTWISE
 from ..passes.fusion import INLINE, Kernel
-from .chunks import only_indexes, parallel_worth, render_chunks
+from .chunks import parallel_worth, render_chunks
 from .index_maps import INDEX_RULES, ZERO, Expr
+from .loop_ir import Accumulate, Call, Cols, Let, Loop, Return, Store, index_only, names
 from .support import STREAM_MIN_BYTES
 from .templates import (
     MATH_FUNCS,
@@ -28,25 +29,17 @@ from .templates import (
     literal,
     new_buffer,
     reduction_init,
-    reduction_update,
     render,
     render_convert,
 )
 
-COLS = "%cols%"  # where a column-split part slices its columns: see choose_pool_split
-
-
-class _Phase:
-    def __init__(self):
-        self.pre, self.post = [], []
-        self.inner_pre: dict[int, list] = {}
-        self.inner_post: dict[int, list] = {}
-
 
 class KernelSource:
-    """Builds the function text of one kernel. Afterwards `inputs` lists the values it loads
-    (its array and scalar arguments, in first-use order), `scalar_outputs` the 0-d results it
-    returns, `passes` the passes over a row, and `has_reduction` / `serial` decide options."""
+    """Builds the loop tree of one kernel (loop_ir.py). Afterwards `inputs` lists the values it
+    loads (its array and scalar arguments, in first-use order), `scalar_outputs` the 0-d
+    results it returns, `passes` the passes over a row, `chunk` the chunk function's tree and
+    call when it runs as chunks (chunks.py), and `has_reduction` / `parallel_rows` decide
+    options."""
 
     def __init__(self, kernel: Kernel, fusion, names, syms, describe, name: str,
                  parallel=False, streamed=frozenset(), pool=False, where=None, rows=None):
@@ -55,13 +48,11 @@ class KernelSource:
         self.stacks: dict = {}       # the stacks it reads or writes -> their names, s0, s1, ...
         self.where = where           # op -> the code of its source line, for an error
         self.index_checks: dict = {}  # (index array, size, axis) -> where: checked before
-        self.may_raise = False       # an index it computes is checked in the loop
         self.describe, self.name, self.parallel = describe, name, parallel
         self.pool = pool             # whether OpenBLAS's threads may run it (pool.py)
-        self.pool_split = None       # decided by render(): "rows", "cols" or None
+        self.pool_split = None       # decided by tree(): "rows", "cols" or None
         self.column_sums_only = True  # whatever spans the rows is a sum kept per column
         self.streamed = streamed     # outputs to store a row at a time with stream_row
-        self.streaming = False       # whether any output was (then stream_fence() at the end)
         self.loops = kernel.loops
         self.depth_of = {a: i + 1 for i, a in enumerate(self.loops)}
         self.split = kernel.split or 0
@@ -70,21 +61,18 @@ class KernelSource:
         self.identity = tuple(self.loop_var(a) if n != 1 else ZERO
                               for a, n in enumerate(kernel.domain))
         self.memo: dict = {}
-        self.scratch: dict = {}      # (value, index) -> its per-row scratch array (scratchable)
-        self.scratch_decls: list = []  # their allocations: once, or once per row in prange
+        self.scratch_decls: list = []  # scratch rows' allocations: once, or per row in prange
         self.value_names: dict = {}
         self.copies: dict = {}
         self.inputs: dict = {}
         self.prologue, self.returns = [], {}     # returns: 0-d value -> expression
-        self.pre = [[] for _ in range(self.split)]
-        self.post = [[] for _ in range(self.split)]
-        self.phases: list[_Phase] = []
+        # (pass, depth, "pre" or "post") -> the statements placed before or after the loop at
+        # that depth; pass None above the split, where statements run once per row
+        self.placed: dict = {}
         self.cur = 0
-        self.has_reduction = False
         self.serial = False          # an accumulator spans the outer loop: no prange
         self.accs: list = []         # (name, prim, np dtype) of accumulators over the whole nest
-        self.chunkable = not kernel.split and len(self.loops) == 1
-        self.chunked = False         # decided by render(): see chunks.py
+        self.chunk = None            # decided by tree(): see chunks.py
         self.row_parts: list = []    # (name, prim, np dtype) of reductions folded per row
         size = math.prod(kernel.domain)
         calls = sum(op.prim in MATH_FUNCS for op in kernel.ops)
@@ -99,24 +87,20 @@ class KernelSource:
     def loop_var(self, axis: int) -> Expr:
         return Expr(f"i{axis}", self.depth_of[axis])
 
-    def phase(self, p: int) -> _Phase:
-        while len(self.phases) <= p:
-            self.phases.append(_Phase())
-        return self.phases[p]
+    def put(self, stmt, depth: int, phase: int, where: str = "pre"):
+        key = (None if depth < self.split else phase, depth, where)
+        self.placed.setdefault(key, []).append(stmt)
 
-    def put(self, line: str, depth: int, phase: int, where: str = "pre"):
-        if depth < self.split:
-            (self.pre if where == "pre" else self.post)[depth].append(line)
-        elif depth == self.split:
-            ph = self.phase(phase)
-            (ph.pre if where == "pre" else ph.post).append(line)
-        else:
-            ph = self.phase(phase)
-            table = ph.inner_pre if where == "pre" else ph.inner_post
-            table.setdefault(depth, []).append(line)
+    def at(self, phase, depth: int, where: str) -> list:
+        return self.placed.get((phase, depth, where), [])
 
-    def line(self, code: str, comment: str | None = None) -> str:
-        return f"{code}  # {comment}" if comment else code
+    @property
+    def phases(self) -> int:
+        """The passes over a row that have statements (and the rows' own region after them)."""
+        return max([self.passes] + [p + 1 for p, _, _ in self.placed if p is not None])
+
+    def statements(self) -> list:
+        return [s for nodes in self.placed.values() for s in nodes]
 
     # -- passes --------------------------------------------------------------------------
 
@@ -135,12 +119,11 @@ class KernelSource:
 
     # -- emission ------------------------------------------------------------------------
 
-    def build(self) -> str:
+    def build(self) -> list:
         self.plan_passes()
         role = self.fusion.role
         for p in range(self.passes):
             self.cur = p
-            self.phase(p)
             roots = [op for op in self.k.ops if self.pass_of.get(op) == p and (
                 role[op] in ("reduce", "scatter") or op.out in self.outputs)]
             self.prepare(roots)
@@ -161,7 +144,7 @@ class KernelSource:
         for op in roots:
             if role[op] == "row":
                 self.store(op.out, self.row_index(op.out.shape), None)
-        return self.render()
+        return self.tree()
 
     def prepare(self, roots):
         """Emit the members the roots need in definition order, so that the demand-driven
@@ -190,7 +173,7 @@ class KernelSource:
         if v in self.streamed and self.streams(index):
             self.stream(v, e, depth, phase)
             return
-        self.put(f"{self.element(v, index, out=True)} = {e.text}", depth, phase)
+        self.put(Store(*self.element(v, index, out=True), e.text), depth, phase)
 
     def streams(self, index) -> bool:
         """Whether an output stored at `index` can go out a row at a time: stored over the
@@ -208,23 +191,21 @@ class KernelSource:
         row = self.scratch_row(f"{self.names[v]}_stream", v)
         size = " * ".join(self.syms.dim(self.k.domain[a]) for a in self.loops)
         self.prologue.append(
-            f"{row}_nt = {size} >= {STREAM_MIN_BYTES // v.type.np_dtype.itemsize}")
-        self.put(f"{row}[{self.identity[-1].text}] = {e.text}", depth, phase)
-        self.put(f"stream_row({self.buffer(v)}[{_join(self.identity[:-1])}]{COLS}, {row}{COLS}, "
-                 f"{row}_nt)",
-                 depth - 1, phase, "post")
-        self.streaming = True
+            Let(f"{row}_nt", f"{size} >= {STREAM_MIN_BYTES // v.type.np_dtype.itemsize}"))
+        self.put(Store(row, self.identity[-1].text, e.text), depth, phase)
+        whole = Cols(f"{self.buffer(v)}[{_join(self.identity[:-1])}]")
+        self.put(Call("stream_row", [whole, Cols(row), f"{row}_nt"]), depth - 1, phase, "post")
 
     def buffer(self, v) -> str:
         return f"{self.names[v]}_out"
 
-    def element(self, v, index, out=False) -> str:
-        """v at index: an element of its array, or of its row of a stack."""
+    def element(self, v, index, out=False) -> tuple:
+        """v at index: (array, index) of an element of its array, or of its row of a stack."""
         if v not in self.stack_rows:
-            return f"{self.buffer(v) if out else self.names[v]}[{_join(index)}]"
+            return self.buffer(v) if out else self.names[v], _join(index)
         stack, row = self.stack_rows[v]
         name = self.stacks.setdefault(stack, f"s{len(self.stacks)}")
-        return f"{name}[{row}, {_join(index)}]"
+        return name, f"{row}, {_join(index)}"
 
     def row_index(self, shape) -> tuple:
         outer = iter(self.loops[:self.split])
@@ -235,8 +216,8 @@ class KernelSource:
         e = self.memo.get(key)
         if e is not None and (e.pass_ is None or e.pass_ == self.cur):
             return e
-        if e is not None and (key in self.scratch or self.scratchable(v, index, e)):
-            e = self.memo[key] = self.from_scratch(key, v, e)
+        if e is not None and self.scratchable(v, index, e):
+            e = self.memo[key] = self.from_scratch(v, e)
             return e
         op = self.members.get(v)
         if op is not None and self.fusion.role[op] == "reduce":
@@ -258,18 +239,17 @@ class KernelSource:
             len(self.loops) == self.split + 1 and index == self.identity and \
             e.depth == len(self.loops) and e.text == self.value_names.get((v, _join(index)))
 
-    def from_scratch(self, key, v, e) -> Expr:
+    def from_scratch(self, v, e) -> Expr:
+        """v's row, stored in the pass that computed e and read in every later one."""
         inner = self.loop_var(self.loops[-1]).text
-        row = self.scratch.get(key)
-        if row is None:
-            row = self.scratch[key] = self.scratch_row(f"{e.text}_row", v)
-            self.put(f"{row}[{inner}] = {e.text}", e.depth, e.pass_)
-        return Expr(f"{row}[{inner}]", e.depth, e.avail, self.cur)
+        row = self.scratch_row(f"{e.text}_row", v)
+        self.put(Store(row, inner, e.text), e.depth, e.pass_)
+        return Expr(f"{row}[{inner}]", e.depth, e.avail)
 
     def scratch_row(self, name: str, v) -> str:
-        """Declare a scratch array of v's dtype, one inner row long (see render for where)."""
+        """Declare a scratch array of v's dtype, one inner row long (see tree for where)."""
         n = self.syms.dim(self.k.domain[self.loops[-1]])
-        self.scratch_decls.append(f"{name} = {new_buffer(n, v.type.np_dtype.name)}")
+        self.scratch_decls.append(Let(name, new_buffer(n, v.type.np_dtype.name)))
         return name
 
     def bounded(self, idx, j: Expr, n: int, axis: int, op) -> Expr:
@@ -279,7 +259,6 @@ class KernelSource:
         if idx not in self.members and self.fusion.kind[idx] != INLINE:
             self.index_checks.setdefault((idx, n, axis), self.where(op))
             return j
-        self.may_raise = True
         return Expr(f"check_index({j.text}, {self.syms.dim(n)}, {axis}, {self.where(op)})",
                     j.depth, j.avail, j.pass_)
 
@@ -288,7 +267,8 @@ class KernelSource:
         self.inputs.setdefault(v, None)
         if v.shape == ():
             return Expr(name)
-        return Expr(self.element(v, index), max(i.depth for i in index))
+        array, at = self.element(v, index)
+        return Expr(f"{array}[{at}]", max(i.depth for i in index))
 
     def compute(self, op, index) -> Expr:
         if op.prim not in ELEMENTWISE:
@@ -298,8 +278,8 @@ class KernelSource:
         if op.prim == "convert":
             text = render_convert(op.inputs[0].dtype, op.out.dtype, texts[0])
         else:
-            text = render(op.prim, op.inputs[1 if op.prim == "select" else 0].dtype, texts,
-                          self.vectorized)
+            dtype = op.inputs[1 if op.prim == "select" else 0].dtype
+            text = render(op.prim, dtype, texts, self.vectorized)
         return self.statement(op, index, text, ins)
 
     def statement(self, op, index, text, ins) -> Expr:
@@ -313,38 +293,34 @@ class KernelSource:
         depth = max((e.depth for e in ins), default=0)
         avail = max((e.avail for e in ins), default=0)
         deep = depth > self.split
-        self.put(self.line(f"{name} = {text}", self.describe(op)), depth,
-                 self.cur if deep else avail)
+        self.put(Let(name, text, self.describe(op)), depth, self.cur if deep else avail)
         return Expr(name, depth, avail, self.cur if deep else None)
 
     # -- reductions and scatters ---------------------------------------------------------
 
     def emit_reduce(self, op):
-        x = op.inputs[0]
-        e = self.emit(x, self.identity)
-        axes = _axes(op)
-        kept = [a for a in self.loops if a not in axes]
-        kept_index = tuple(ix for a, ix in enumerate(self.identity) if a not in axes)
-        pos = self.identity[op.params["axis"] % x.type.ndim].text if "axis" in op.params else ""
-        self.reduce(op, e, kept, kept_index, pos, len(self.loops), self.cur)
+        e = self.emit(op.inputs[0], self.identity)
+        kept = [a for a in self.loops if a not in _axes(op)]
+        self.reduce(op, e, self.identity, kept, len(self.loops), self.cur)
 
     def emit_row_reduce(self, op):
         """A reduction over the rows of a per-row value: updated once per row."""
         x = op.inputs[0]
         index = self.row_index(x.shape)
-        e = self.emit(x, index)
-        axes = _axes(op)
         outer = iter(self.loops[:self.split])
         loop_of = {a: next(outer) for a, n in enumerate(x.shape) if n != 1}
-        kept = [loop for a, loop in loop_of.items() if a not in axes]
-        kept_index = tuple(ix for a, ix in enumerate(index) if a not in axes)
-        pos = index[op.params["axis"] % x.type.ndim].text if "axis" in op.params else ""
-        self.reduce(op, e, kept, kept_index, pos, self.split, e.avail)
+        kept = [loop for a, loop in loop_of.items() if a not in _axes(op)]
+        e = self.emit(x, index)
+        self.reduce(op, e, index, kept, self.split, e.avail)
 
-    def reduce(self, op, e, kept, kept_index, pos, last, phase):
-        """Fold e into an accumulator updated at depth `last`: a scalar living at the depth of
-        the kept loops when they are the outer ones, else the output array itself."""
-        self.has_reduction = True
+    def reduce(self, op, e, index, kept, last, phase):
+        """Fold e, the operand at index, into an accumulator updated at depth `last`: a scalar
+        living at the depth of the kept loops when they are the outer ones, else the output
+        array itself."""
+        axes = _axes(op)
+        kept_index = tuple(ix for a, ix in enumerate(index) if a not in axes)
+        ndim = op.inputs[0].type.ndim
+        pos = index[op.params["axis"] % ndim].text if "axis" in op.params else ""
         if list(self.loops[:len(kept)]) == kept:
             self.scalar_reduce(op, e, len(kept), kept_index, pos, last, phase)
         else:
@@ -368,57 +344,57 @@ class KernelSource:
         if depth == 0 and self.loops and self.row_partials(op):
             depth = 1
             self.row_parts.append((acc, prim, op.out.type.np_dtype.name))
-            self.put(f"{acc}_part[i{self.loops[0]}] = {acc}", depth, p, "post")
+            self.put(Store(f"{acc}_part", f"i{self.loops[0]}", acc), depth, p, "post")
         elif depth == 0 and self.loops:
             self.serial = True
             self.accs.append((acc, prim, op.out.type.np_dtype.name))
         comment = self.describe(op)
         if prim in ("argmax", "argmin"):
-            self.chunkable = False
             best, take = f"{acc}_best", f"{acc}_take"
             cmp = ">" if prim == "argmax" else "<"
-            self.put(f"{best} = {reduction_init(prim, dtype)}", depth, p)
-            self.put(f"{acc} = 0", depth, p)
-            self.put(self.line(f"{take} = {e.text} {cmp} {best} or ({e.text} != {e.text} and "
+            self.put(Let(best, reduction_init(prim, dtype)), depth, p)
+            self.put(Let(acc, "0"), depth, p)
+            self.put(Let(take, f"{e.text} {cmp} {best} or ({e.text} != {e.text} and "
                                f"{best} == {best})", comment), last, p)
-            self.put(f"{best} = {e.text} if {take} else {best}", last, p)
-            self.put(f"{acc} = {pos} if {take} else {acc}", last, p)
+            self.put(Let(best, f"{e.text} if {take} else {best}"), last, p)
+            self.put(Let(acc, f"{pos} if {take} else {acc}"), last, p)
         else:
-            self.put(f"{acc} = {reduction_init(prim, dtype)}", depth, p)
-            self.put(self.line(reduction_update(prim, acc, e.text), comment), last, p)
+            self.put(Let(acc, reduction_init(prim, dtype)), depth, p)
+            self.put(Accumulate(prim, acc, e.text, comment), last, p)
         if v.shape == ():
             if v in self.outputs:
                 self.returns[v] = acc
         elif v in self.outputs:
-            self.put(f"{self.buffer(v)}[{_join(kept_index)}] = {acc}", depth, p, "post")
+            self.put(Store(self.buffer(v), _join(kept_index), acc), depth, p, "post")
         self.memo[(v, _join(kept_index))] = Expr(acc, depth, p + 1)
 
     def array_reduce(self, op, e, kept_index, pos, last, p):
         v, prim, dtype = op.out, op.prim, op.inputs[0].dtype
-        buf = self.buffer(v)
-        target = f"{buf}[{_join(kept_index)}]"
+        buf, at = self.buffer(v), _join(kept_index)
+        target = f"{buf}[{at}]"
         comment = self.describe(op)
         if prim in ("argmax", "argmin"):
             best = f"{self.names[v]}_best"
             shape = ", ".join(self.syms.dim(n) for n in v.shape)
             np_dtype = f"np.{op.inputs[0].type.np_dtype.name}"
-            self.prologue.append(f"{best} = np.full(({shape},), "
-                                 f"{reduction_init(prim, dtype)}, {np_dtype})")
-            self.prologue.append(f"{buf}.fill(0)")
+            self.prologue.append(Let(best, f"np.full(({shape},), "
+                                           f"{reduction_init(prim, dtype)}, {np_dtype})"))
+            self.prologue.append(Call("fill", ["0"], obj=buf))
             cmp = ">" if prim == "argmax" else "<"
-            best_at = f"{best}[{_join(kept_index)}]"
+            best_at = f"{best}[{at}]"
             take = f"{self.names[v]}_take"
-            self.put(self.line(f"{take} = {e.text} {cmp} {best_at} or ({e.text} != {e.text} "
+            self.put(Let(take, f"{e.text} {cmp} {best_at} or ({e.text} != {e.text} "
                                f"and {best_at} == {best_at})", comment), last, p)
-            self.put(f"{best_at} = {e.text} if {take} else {best_at}", last, p)
-            self.put(f"{target} = {pos} if {take} else {target}", last, p)
+            self.put(Store(best, at, f"{e.text} if {take} else {best_at}"), last, p)
+            self.put(Store(buf, at, f"{pos} if {take} else {target}"), last, p)
         else:
-            self.prologue.append(f"{buf}{COLS}.fill({reduction_init(prim, dtype)})")
-            self.put(self.line(reduction_update(prim, target, e.text), comment), last, p)
+            self.prologue.append(Call("fill", [reduction_init(prim, dtype)], obj=Cols(buf)))
+            self.put(Accumulate(prim, target, e.text, comment), last, p)
 
     def emit_scatter(self, op):
-        self.has_reduction = True
-        self.serial = self.column_sums_only = False
+        """Add g into the output at the index idx gives: rows may add into the same element,
+        so the kernel runs serially."""
+        self.serial, self.column_sums_only = True, False
         idx, g = op.inputs
         axis = op.params["axis"]
         e = self.emit(g, self.identity)
@@ -431,8 +407,8 @@ class KernelSource:
             j = self.bounded(idx, self.emit(idx, I[axis:axis + idx.type.ndim]), n, axis, op)
             target = I[:axis] + (j,) + I[axis + idx.type.ndim:]
         buf = self.buffer(op.out)
-        self.prologue.append(f"{buf}.fill({literal(0, op.out.dtype)})")
-        self.put(self.line(f"{buf}[{_join(target)}] += {e.text}", self.describe(op)),
+        self.prologue.append(Call("fill", [literal(0, op.out.dtype)], obj=buf))
+        self.put(Accumulate("reduce_sum", f"{buf}[{_join(target)}]", e.text, self.describe(op)),
                  len(self.loops), self.cur)
 
     # -- rendering -----------------------------------------------------------------------
@@ -441,29 +417,37 @@ class KernelSource:
     def scalar_outputs(self) -> list:
         return [op.out for op in self.k.ops if op.out in self.returns]
 
-    def render(self) -> str:
-        if self.chunkable and not self.prologue and len(self.phases) == 1 and \
+    @property
+    def has_reduction(self) -> bool:
+        return any(self.fusion.role[op] in ("reduce", "row_reduce", "scatter")
+                   for op in self.k.ops)
+
+    def tree(self) -> list:
+        """The kernel's body as a loop tree; how it runs in parts (chunks under prange, or
+        the pool's rows or columns) is decided here, on the statements, before any text."""
+        chunkable = not self.split and len(self.loops) == 1 and \
+            not any(op.prim in ("argmax", "argmin") for op in self.k.ops)
+        if chunkable and not self.prologue and self.phases == 1 and \
                 self.big and self.k.domain[self.loops[0]] >= 2 and \
                 set(self.returns.values()) <= {a for a, _, _ in self.accs} and \
-                only_indexes(self.phases[0], f"i{self.loops[0]}"):
+                index_only(self.statements(), f"i{self.loops[0]}"):
             return render_chunks(self)
         self.pool_split = self.choose_pool_split()
         n = self.syms.dim(self.k.domain[self.loops[0]]) if self.loops else "1"
-        parts = [f"{a}_part = {new_buffer(n, dt)}" for a, _, dt in self.row_parts]
+        parts = [Let(f"{a}_part", new_buffer(n, dt)) for a, _, dt in self.row_parts]
         if self.parallel_rows and self.scratch_decls:    # rows run at once: one array each
-            self.phase(0).pre[:0] = self.scratch_decls
+            self.placed[(0, self.split, "pre")] = self.scratch_decls + self.at(0, self.split, "pre")
         else:
             parts += self.scratch_decls
         body = parts + self.prologue + self.outer(0)
         for a, prim, _ in self.row_parts:
-            body += [f"{a} = {a}_part[0]", f"for r in range(1, {n}):",
-                     "    " + reduction_update(prim, a, f"{a}_part[r]")]
-        if self.streaming:
-            body.append("stream_fence()")
+            body += [Let(a, f"{a}_part[0]"),
+                     Loop("r", n, [Accumulate(prim, a, f"{a}_part[r]")], start="1")]
+        if "stream_row" in names(body, called=True):
+            body.append(Call("stream_fence"))
         if self.returns:
-            body.append(f"return {', '.join(self.returns[v] for v in self.scalar_outputs)}")
-        text = "\n".join(_indent(body))
-        return text.replace(COLS, "[lo:hi]" if self.pool_split == "cols" else "")
+            body.append(Return(self.returns[v] for v in self.scalar_outputs))
+        return body
 
     def choose_pool_split(self) -> str | None:
         """How the kernel splits into parts for OpenBLAS's threads (pool.py): "rows" when its
@@ -474,27 +458,17 @@ class KernelSource:
         no scalar results (a part returns nothing) and only arrays and sizes for arguments
         (a part gets them as addresses in an int64 array)."""
         if not (self.pool and self.big and len(self.loops) == 2 and not self.split and
-                len(self.phases) == 1 and not self.parallel_rows and not self.returns and
+                self.phases == 1 and not self.parallel_rows and not self.returns and
                 not self.row_parts and all(v.shape != () for v in self.inputs)):
             return None
-        if self.may_raise or any(op.prim == "pow" and op.out.dtype == "i64"
-                                 for op in self.k.ops):
+        outer, inner = self.loops
+        if {"ipow", "check_index"} & names(self.prologue + self.statements(), called=True):
             return None         # ipow or an index check may raise, and a part cannot
-        ph, (outer, inner) = self.phases[0], self.loops
         if not self.serial and self.k.domain[outer] >= 2:
             return "rows"
         if self.column_sums_only and self.k.domain[inner] >= 2 and \
-                only_indexes(ph, f"i{inner}"):
+                index_only(self.statements(), f"i{inner}"):
             return "cols"
-        return None
-
-    def split_range(self, axis) -> str | None:
-        """The loop range of the axis a pool part covers, lo:hi (unsigned for the inner
-        loop, which LLVM vectorizes only if it need not check for negative indices)."""
-        if self.pool_split == "rows" and axis == self.loops[0]:
-            return "range(lo, hi)"
-        if self.pool_split == "cols" and axis == self.loops[-1]:
-            return "range(numba.uint64(lo), numba.uint64(hi))"
         return None
 
     @property
@@ -502,29 +476,29 @@ class KernelSource:
         return (self.parallel or self.rows) and not self.serial
 
     def loop(self, axis, body, outermost=False) -> list:
+        """The loop over an axis, if it has a body: a pool part's covers lo:hi of the rows or
+        (unsigned) of the columns it was split along."""
         if not body:
             return []
-        rng = "prange" if outermost and self.parallel_rows else "range"
-        rng = self.split_range(axis) or f"{rng}({self.syms.dim(self.k.domain[axis])})"
-        return [f"for i{axis} in {rng}:", *_indent(body)]
+        var = f"i{axis}"
+        if self.pool_split == "rows" and axis == self.loops[0]:
+            return [Loop(var, "hi", body, start="lo")]
+        if self.pool_split == "cols" and axis == self.loops[-1]:
+            return [Loop(var, "hi", body, start="lo", unsigned=True)]
+        return [Loop(var, self.syms.dim(self.k.domain[axis]), body,
+                     parallel=outermost and self.parallel_rows)]
 
     def outer(self, t) -> list:
         if t < self.split:
-            return self.pre[t] + self.loop(self.loops[t], self.outer(t + 1), t == 0) \
-                + self.post[t]
-        lines = []
-        for ph in self.phases:
-            lines += ph.pre
-            if t < len(self.loops):
-                lines += self.loop(self.loops[t], self.inner(ph, t + 1), t == 0)
-            lines += ph.post
-        return lines
+            return self.at(None, t, "pre") + self.loop(self.loops[t], self.outer(t + 1), t == 0) \
+                + self.at(None, t, "post")
+        return [s for p in range(self.phases) for s in self.inner(p, t)]
 
-    def inner(self, ph, t) -> list:
-        lines = list(ph.inner_pre.get(t, []))
-        if t < len(self.loops):
-            lines += self.loop(self.loops[t], self.inner(ph, t + 1))
-        return lines + ph.inner_post.get(t, [])
+    def inner(self, p, t) -> list:
+        """Pass p's statements at depth t, around the loop at that depth."""
+        nested = self.loop(self.loops[t], self.inner(p, t + 1), t == 0) \
+            if t < len(self.loops) else []
+        return self.at(p, t, "pre") + nested + self.at(p, t, "post")
 
 
 def _axes(op) -> set:
@@ -534,7 +508,3 @@ def _axes(op) -> set:
 
 def _join(index) -> str:
     return ", ".join(i.text for i in index)
-
-
-def _indent(lines) -> list:
-    return ["    " + line for line in lines]

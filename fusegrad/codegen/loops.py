@@ -1,13 +1,17 @@
-"""Control flow on the numba backend (scan, while_loop, cond: ir/control.py), first stage.
+"""Control flow on the numba backend (scan, while_loop, cond: ir/control.py).
 
-Each nested Function is compiled once, on its own, by the ordinary pipeline (compile_numba,
-which compile.py passes in), and the op is a host step of the generated module: the runner
-calls the function made here, which runs the loop in Python around the compiled body, one
-call per iteration, storing the ys in buffers it allocates (poisoned under FUSEGRAD_POISON).
-A body compiled alone computes what interp computes for it, so the loop does too.
+A scan (fori_loop with static bounds is one) whose body compiles to a single njit entry runs
+as a real loop: the body's module also gets `scan_loop` (scan_source), an njit function that
+calls the body's entry once per step, reading xs[i] as views and writing each step's ys
+straight into the stacked buffers the runner allocates once. The body's buffers come from one
+pool for the whole loop, and the carry lives in two buffers that trade places each step, so
+a result that aliases its own or another carry is read before it is overwritten. The body is
+Numba-compiled once, so a 1 000-step loop compiles in the time of one step.
 
-A later stage replaces this with a real njit loop around the fused body (residuals written
-straight into preallocated stacked buffers); that belongs to codegen's loop tree.
+A body that needs host steps (another loop, a factorization), a while_loop and a cond are
+host steps of the generated module: the runner calls the function made here, which runs the
+loop in Python around the compiled body, one call per iteration. A body compiled alone
+computes what interp computes for it, so the loop does too.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.control import nested
-from .templates import poison_on
+from .loop_ir import Call, Function, Let, Loop, Return, Store
+from .templates import new_buffer, np_name, poison_on, symbols_in
 
 HOSTS = frozenset(("scan", "while_loop", "cond"))
 _POISON = {"f32": np.nan, "f64": np.nan, "i64": np.iinfo(np.int64).min, "bool": True}
@@ -25,7 +30,8 @@ def host(op, compile_fn):
     """The host function for a control-flow op: its nested Functions compiled now, the loop
     run when called. Takes the operands (arrays or scalars) and returns the outputs (one, or
     a tuple), 0-d ones as NumPy scalars, as compile.py's host steps do."""
-    compiled = {key: compile_fn(fn) for key, fn in nested(op)}
+    scan = (op.params["num_consts"], op.params["num_carry"]) if op.prim == "scan" else None
+    compiled = {key: compile_fn(fn, scan=scan) for key, fn in nested(op)}
     run, params = _RUNS[op.prim], op.params
     in_types = [v.type for v in op.inputs]
     out_types = [v.type for v in op.outputs]
@@ -48,6 +54,8 @@ def _buffer(shape, t):
 
 def _scan(compiled, args, *, body, length, reverse, num_consts, num_carry):
     step, n = compiled["body"], num_consts + num_carry
+    if step.loop is not None:
+        return step.loop(length, reverse, args)
     consts, carry, xs = args[:num_consts], args[num_consts:n], args[n:]
     ys = [_buffer((length,) + t.shape, t) for t in body.result_types[num_carry:]]
     for i in range(length - 1, -1, -1) if reverse else range(length):
@@ -72,3 +80,96 @@ def _cond(compiled, args, *, true_branch, false_branch):
 
 
 _RUNS = {"scan": _scan, "while_loop": _while_loop, "cond": _cond}
+
+
+# -- scan as an njit loop ----------------------------------------------------------------------
+
+def scan_source(ms, num_consts: int, num_carry: int) -> tuple[str, list] | None:
+    """The text that makes a scan body's module (ModuleSource ms, built) run the whole scan:
+    the njit `scan_loop` and `make_loop`, its runner, and the values scan_loop's parameters
+    hold, in order (for its Numba signature); None when the body is not one njit entry."""
+    if ms.hosts or "entry" not in ms.calls:
+        return None
+    fn, names = ms.fn, ms.names
+    consts, carry = fn.params[:num_consts], fn.params[num_consts:num_consts + num_carry]
+    xs, ys = fn.params[num_consts + num_carry:], fn.results[num_carry:]
+    call, returned = ms.calls["entry"]
+    tables = [t for t, used in zip(("A", "D", "C", "TASKS"), ms.segment_args["entry"][1:])
+              if used]
+    roots = list(ms.pooled)
+    params = [names[p] for p in consts + carry] + [f"xs_{names[x]}" for x in xs] + \
+        [f"ys{k}" for k in range(len(ys))] + [names[r] for r in roots] + \
+        [names[c] for c in ms.consts] + tables
+
+    args = [names[p] for p in fn.params] + params[len(fn.params):]
+
+    def result(v) -> str:
+        if v in ms.buffer_root and v not in returned:
+            root = names[ms.buffer_root[v]]
+            return root + (f"[{ms.row[v]}]" if v in ms.row else "")
+        return names[v]
+
+    arrays = [(j, p) for j, p in enumerate(carry) if p.shape != ()]
+    step = [Let(names[x], f"xs_{names[x]}[loop_i]") for x in xs]
+    func, args_text = call.rstrip(")").split("(", 1)    # entry(name, name, ...)
+    step.append(Call(func, args_text.split(", "), [names[v] for v in returned], unpack=True))
+    step += [Let(f"r{k}", result(v)) for k, v in enumerate(fn.results)]
+    step += [_copy(f"ys{k}", f"r{num_carry + k}", y.type.ndim, "loop_i")
+             for k, y in enumerate(ys)]
+    step += [_copy(f"next{j}", f"r{j}", p.type.ndim) for j, p in arrays]
+    step += [Let(f"{names[p]}, next{j}", f"next{j}, {names[p]}") if p.shape != () else
+             Let(names[p], f"r{j}") for j, p in enumerate(carry)]
+    body = [Let(f"next{j}", f"np.empty_like({names[p]})") for j, p in arrays]
+    first = Let("loop_i", "loop_length - 1 - loop_step if loop_reverse else loop_step")
+    body += [Loop("loop_step", "loop_length", [first, *step]),
+             Return([names[p] for p in carry], unpack=True) if carry else Return(["()"])]
+    options = ", ".join(f"{k}={v!r}" for k, v in ms.options("entry").items())
+    loop = Function(f"@numba.njit({options})", "scan_loop",
+                    ["loop_length", "loop_reverse", *params],
+                    f"the scan of @{fn.name}: entry once per step loop_i (reversed with "
+                    "loop_reverse), xs[loop_i] in, ys[loop_i] and the carry out", body).render()
+
+    leaves = [names[p] for p in fn.params]
+    unpack = [f"{', '.join(leaves)}{',' if len(leaves) == 1 else ''} = leaves"] if leaves else []
+    unpack += [f"{names[p]} = np.array({names[p]}, np.{np_name(p.dtype)})" if p in carry
+               else f"{names[p]} = np.ascontiguousarray({names[p]})"
+               for p in fn.params if p.shape != () or p in xs]  # a carry: the loop's own
+    unpack += [f"{names[p]} = {_scalar(p.dtype)}({names[p]})" for p in consts + carry
+               if p.shape == ()]
+    stacked = [f"ys{k} = {new_buffer('(loop_length, ' + ms.shape(y.shape)[1:], np_name(y.dtype))}"
+               for k, y in enumerate(ys)]
+    setup = ms.pool_setup()
+    sizes = [d for d in symbols_in("\n".join(stacked)) if d not in symbols_in("\n".join(setup))]
+    env = ["D", "C"] + [names[c] for c in ms.consts]
+    run = ["def make_loop(env):",
+           f"    {', '.join(env)}, = env",
+           *["    " + line for line in setup],
+           *[f"    {d} = int(D[{d[1:]}])" for d in sizes],
+           "",
+           "    def run_loop(loop_length, loop_reverse, leaves):",
+           *["        " + line for line in unpack + ms.take_buffers() + stacked],
+           f"        loop_finals = scan_loop(loop_length, loop_reverse, {', '.join(args)})",
+           f"        return [*loop_finals, {''.join(f'ys{k}, ' for k in range(len(ys)))}]",
+           "",
+           "    return run_loop"]
+    order = [*consts, *carry, *[("xs", x) for x in xs], *[("xs", y) for y in ys], *roots,
+             *ms.consts]
+    return "\n\n\n" + loop + "\n\n\n" + "\n".join(run) + "\n", order + tables
+
+
+def _scalar(dtype: str) -> str:
+    return {"f32": "float", "f64": "float", "i64": "int", "bool": "bool"}[dtype]
+
+
+
+
+def _copy(dst: str, src: str, ndim: int, row: str | None = None):
+    """The loop nest copying array src into dst (or into its row `row`) element by element:
+    Numba takes seconds to compile an array assignment such as `dst[...] = src`, and
+    milliseconds for these loops."""
+    index = [f"j{a}" for a in range(ndim)]
+    at = ", ".join(([row] if row else []) + index)
+    node = Store(dst, at, f"{src}[{', '.join(index)}]" if ndim else src)
+    for a in reversed(range(ndim)):
+        node = Loop(f"j{a}", f"{src}.shape[{a}]", [node])
+    return node
