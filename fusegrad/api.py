@@ -9,6 +9,7 @@ import functools
 import gc
 import inspect
 import os
+import sys
 import threading
 import time
 import warnings
@@ -177,6 +178,30 @@ def tiered_default() -> bool:
     return os.environ.get("FUSEGRAD_TIERED", "1") != "0"
 
 
+_handover_lock = threading.Lock()
+_handovers = [0, None]          # compiles under way, and the switch interval before the first
+
+
+@contextlib.contextmanager
+def _prompt_gil_handover(interval: float = 1e-4):
+    """Python's switch interval (5 ms) made short while a compile thread runs. Loading a
+    module makes thousands of short calls into LLVM that release the GIL, and after each the
+    thread waits for a caller that keeps calling the interpreter to hand the GIL back: a whole
+    interval each time, which made a 0.5 s compile take 9 s."""
+    with _handover_lock:
+        if _handovers[0] == 0:
+            _handovers[1] = sys.getswitchinterval()
+            sys.setswitchinterval(interval)
+        _handovers[0] += 1
+    try:
+        yield
+    finally:
+        with _handover_lock:
+            _handovers[0] -= 1
+            if _handovers[0] == 0:
+                sys.setswitchinterval(_handovers[1])
+
+
 class Tiered:
     """The numba backend's executable while Numba compiles off the caller's path.
 
@@ -218,9 +243,16 @@ class Tiered:
                 self._thread.start()
 
     def _compile(self, leaves):
-        from . import codegen
-        from .codegen import background, straight
         try:
+            with _prompt_gil_handover():
+                self._compile_now(leaves)
+        finally:
+            self._done.set()
+
+    def _compile_now(self, leaves):
+        try:
+            from . import codegen           # Numba's import, too, is off the caller's path
+            from .codegen import background, straight
             if not straight.supports(self.ir):
                 try:
                     background.compile_in_child(self.ir)
@@ -232,8 +264,6 @@ class Tiered:
             self.compiled = compiled
         except Exception as e:  # noqa: BLE001 - reported on the next call, kept on interp
             self.error = e
-        finally:
-            self._done.set()
 
     def __call__(self, leaves) -> list:
         compiled = self.compiled
