@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir.control import nested
-from .loop_ir import Call, Function, Let, Loop, Return, Store
+from .loop_ir import SYMBOL, Function, Let, Loop, Return, Store
 from .templates import new_buffer, np_name, poison_on, symbols_in
 
 HOSTS = frozenset(("scan", "while_loop", "cond"))
@@ -87,47 +87,53 @@ _RUNS = {"scan": _scan, "while_loop": _while_loop, "cond": _cond}
 def scan_source(ms, num_consts: int, num_carry: int) -> tuple[str, list] | None:
     """The text that makes a scan body's module (ModuleSource ms, built) run the whole scan:
     the njit `scan_loop` and `make_loop`, its runner, and the values scan_loop's parameters
-    hold, in order (for its Numba signature); None when the body is not one njit entry."""
+    hold, in order (for its Numba signature); None when the body is not one njit entry.
+
+    scan_loop holds the entry's statements in its loop rather than calling the entry: Numba
+    would compile the entry, then link and optimize it again into scan_loop (0.3-0.5 s)."""
     if ms.hosts or "entry" not in ms.calls:
         return None
     fn, names = ms.fn, ms.names
     consts, carry = fn.params[:num_consts], fn.params[num_consts:num_consts + num_carry]
     xs, ys = fn.params[num_consts + num_carry:], fn.results[num_carry:]
-    call, returned = ms.calls["entry"]
+    _, returned = ms.calls["entry"]
     tables = [t for t, used in zip(("A", "D", "C", "TASKS"), ms.segment_args["entry"][1:])
               if used]
     roots = list(ms.pooled)
     params = [names[p] for p in consts + carry] + [f"xs_{names[x]}" for x in xs] + \
-        [f"ys{k}" for k in range(len(ys))] + [names[r] for r in roots] + \
+        [f"ys{k}" for k in range(len(ys))] + [f"{names[r]}_buf" for r in roots] + \
         [names[c] for c in ms.consts] + tables
-
-    args = [names[p] for p in fn.params] + params[len(fn.params):]
+    args = [names[p] for p in fn.params] + [f"ys{k}" for k in range(len(ys))] + \
+        [names[r] for r in roots] + [names[c] for c in ms.consts] + tables   # the runner's
 
     def result(v) -> str:
         if v in ms.buffer_root and v not in returned:
-            root = names[ms.buffer_root[v]]
+            root = f"{names[ms.buffer_root[v]]}_buf"
             return root + (f"[{ms.row[v]}]" if v in ms.row else "")
         return names[v]
 
+    (entry,) = [f for f in ms.trees if f.name == "entry"]
+    hoisted = [n for n in entry.body if isinstance(n, Let) and
+               (n.name == "at" or SYMBOL.fullmatch(n.name))]   # sizes and A's address
+    statements = [n for n in entry.body if n not in hoisted and not isinstance(n, Return)]
     arrays = [(j, p) for j, p in enumerate(carry) if p.shape != ()]
-    step = [Let(names[x], f"xs_{names[x]}[loop_i]") for x in xs]
-    func, args_text = call.rstrip(")").split("(", 1)    # entry(name, name, ...)
-    step.append(Call(func, args_text.split(", "), [names[v] for v in returned], unpack=True))
+    step = [Let(names[x], f"xs_{names[x]}[loop_i]") for x in xs] + statements
     step += [Let(f"r{k}", result(v)) for k, v in enumerate(fn.results)]
     step += [_copy(f"ys{k}", f"r{num_carry + k}", y.type.ndim, "loop_i")
              for k, y in enumerate(ys)]
     step += [_copy(f"next{j}", f"r{j}", p.type.ndim) for j, p in arrays]
     step += [Let(f"{names[p]}, next{j}", f"next{j}, {names[p]}") if p.shape != () else
              Let(names[p], f"r{j}") for j, p in enumerate(carry)]
-    body = [Let(f"next{j}", f"np.empty_like({names[p]})") for j, p in arrays]
+    body = hoisted + [Let(f"next{j}", f"np.empty_like({names[p]})") for j, p in arrays]
     first = Let("loop_i", "loop_length - 1 - loop_step if loop_reverse else loop_step")
     body += [Loop("loop_step", "loop_length", [first, *step]),
              Return([names[p] for p in carry], unpack=True) if carry else Return(["()"])]
     options = ", ".join(f"{k}={v!r}" for k, v in ms.options("entry").items())
     loop = Function(f"@numba.njit({options})", "scan_loop",
                     ["loop_length", "loop_reverse", *params],
-                    f"the scan of @{fn.name}: entry once per step loop_i (reversed with "
-                    "loop_reverse), xs[loop_i] in, ys[loop_i] and the carry out", body).render()
+                    f"the scan of @{fn.name}: the entry's statements once per step loop_i "
+                    "(reversed with loop_reverse), xs[loop_i] in, ys[loop_i] and the carry out",
+                    body).render()
 
     leaves = [names[p] for p in fn.params]
     unpack = [f"{', '.join(leaves)}{',' if len(leaves) == 1 else ''} = leaves"] if leaves else []
