@@ -36,7 +36,7 @@ from ..passes.memory import plan_memory
 from ..ir.evaluate import apply
 from ..runtime.signature import log_compile
 from .. import version
-from . import blas, loops, pool, straight
+from . import blas, loops, pool, straight, straight_loops
 from .buffers import Stack
 from .emit import ModuleSource
 
@@ -115,13 +115,19 @@ class Executable:
 def compile_numba(ir: Function, parallel: bool | None = None, scan=None) -> Executable:
     """Fuse an optimized Function (passes.pipeline.optimize: api.compile_function runs it) and
     compile the result with Numba. With scan=(num_consts, num_carry), ir is a scan's body and
-    the module also runs the whole scan as an njit loop where it can (`executable.loop`:
-    loops.scan_source)."""
+    the executable also runs the whole scan (`executable.loop`): as one LLVM loop where the
+    body is small f64 arithmetic (straight_loops.py), else as an njit loop where it can
+    (loops.scan_source)."""
     if straight.supports(ir) and scan is None:
         try:
             return _compile_straight(ir)
         except Exception as e:  # noqa: BLE001 - Numba compiles it too, only slower
             log_compile(f"straight-line LLVM failed for {ir.name} ({e}); using Numba")
+    if scan is not None and straight_loops.supports(ir, *scan):
+        try:
+            return _compile_straight_scan(ir, scan)
+        except Exception as e:  # noqa: BLE001 - the njit loop runs it too, only compiles slower
+            log_compile(f"straight-line LLVM scan failed for {ir.name} ({e}); using Numba")
     fusion = fuse(ir)
     parallel = parallel_default() if parallel is None else parallel
     ms = ModuleSource(fusion, plan_memory(fusion), njit_options, parallel)
@@ -157,6 +163,19 @@ def _compile_straight(ir) -> Executable:
     log_compile(f"compile {ir.name}: straight-line LLVM, {len(ir.ops)} ops, "
                 f"{time.perf_counter() - start:.3f} s")
     return Executable(ir, text, 1, None, run, None, None)
+
+
+def _compile_straight_scan(ir, scan) -> Executable:
+    """A scan body of small f64 arrays: the whole scan as one LLVM loop (straight_loops.py)."""
+    start = time.perf_counter()
+    loop, run, text = straight_loops.compile_scan(ir, *scan)
+    if os.environ.get("FUSEGRAD_DEBUG", "") >= "3":
+        print(f"// ---- generated LLVM IR for the scan of @{ir.name} ----\n{text}")
+    log_compile(f"compile the scan of {ir.name}: straight-line LLVM loop, {len(ir.ops)} ops, "
+                f"{time.perf_counter() - start:.3f} s")
+    executable = Executable(ir, text, 1, None, run, None, None)
+    executable.loop = loop
+    return executable
 
 
 def _const(fusion, v) -> np.ndarray:
@@ -202,7 +221,7 @@ def _loop_signature(params) -> tuple:
             sig.append(array(np.int64, 1))
         elif p == "C":
             sig.append(array(np.float64, 1))
-        elif isinstance(p, tuple):         # xs or ys: one more axis than a step's value
+        elif isinstance(p, tuple):         # ("stacked", v): xs or ys, an axis more than v
             sig.append(array(p[1].type.np_dtype, p[1].type.ndim + 1))
         elif isinstance(p, Stack):
             sig.append(array(p.type.np_dtype, p.type.ndim))

@@ -1,12 +1,12 @@
 """Control flow on the numba backend (scan, while_loop, cond: ir/control.py).
 
 A scan (fori_loop with static bounds is one) whose body compiles to a single njit entry runs
-as a real loop: the body's module also gets `scan_loop` (scan_source), an njit function that
-calls the body's entry once per step, reading xs[i] as views and writing each step's ys
-straight into the stacked buffers the runner allocates once. The body's buffers come from one
-pool for the whole loop, and the carry lives in two buffers that trade places each step, so
-a result that aliases its own or another carry is read before it is overwritten. The body is
-Numba-compiled once, so a 1 000-step loop compiles in the time of one step.
+as a real loop: the body's module also gets `scan_loop` (scan_source), an njit function whose
+loop runs the body entry's statements once per step, reading xs[i] as views and writing each
+step's ys straight into the stacked buffers the runner allocates once. The body's buffers come
+from one pool for the whole loop, and the carry lives in two buffers that trade places each
+step, so a result that aliases its own or another carry is read before it is overwritten. The
+body is Numba-compiled once, so a 1 000-step loop compiles in the time of one step.
 
 A body that needs host steps (another loop, a factorization), a while_loop and a cond are
 host steps of the generated module: the runner calls the function made here, which runs the
@@ -158,15 +158,12 @@ def scan_source(ms, num_consts: int, num_carry: int) -> tuple[str, list] | None:
            f"        return [*loop_finals, {''.join(f'ys{k}, ' for k in range(len(ys)))}]",
            "",
            "    return run_loop"]
-    order = [*consts, *carry, *[("xs", x) for x in xs], *[("xs", y) for y in ys], *roots,
-             *ms.consts]
+    order = [*consts, *carry, *[("stacked", v) for v in xs + ys], *roots, *ms.consts]
     return "\n\n\n" + loop + "\n\n\n" + "\n".join(run) + "\n", order + tables
 
 
 def _scalar(dtype: str) -> str:
     return {"f32": "float", "f64": "float", "i64": "int", "bool": "bool"}[dtype]
-
-
 
 
 def _copy(dst: str, src: str, ndim: int, row: str | None = None):

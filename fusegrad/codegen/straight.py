@@ -25,6 +25,7 @@ NumPy's sum below 8 terms, where its pairwise summation is that loop, and within
 above. A small matmul is the Numba backend's and OpenBLAS's: one product, then one fma per term
 in order (passes/schedule.SMALL_DOT_K terms at most); cumsum is its running sum from 0.0.
 Indexing ops (take, scatter), integers and float32 stay with Numba.
+A scan whose body is such arithmetic runs as one LLVM loop (straight_loops.py).
 
 Arguments travel as one flat float64 buffer and results come back in another (bools as 0.0 and
 1.0); the module is kept in memory only (compiling is fast) and the entry is called through
@@ -85,19 +86,24 @@ _ENGINES: list = []         # compiled modules stay alive as long as the process
 def supports(fn) -> bool:
     """Whether fn is long, all small f64 arrays or scalars (bool masks inside) and in
     primitives this module knows."""
-    if len(fn.ops) < MIN_OPS:
+    if len(fn.ops) < MIN_OPS or not fits(fn, MAX_ELEMENTS, SMALL_DOT_K):
         return False
+    return sum(cost(op) for op in fn.ops) <= MAX_INSTRUCTIONS
+
+
+def fits(fn, max_elements: int, max_k: int) -> bool:
+    """Whether every value of fn is f64 or bool with at most max_elements elements, and every
+    op one this module writes (a matmul: at most max_k terms)."""
     values = [*fn.params, *(v for op in fn.ops for v in op.outputs)]
-    if any(v.dtype not in ("f64", "bool") or math.prod(v.shape) > MAX_ELEMENTS for v in values):
+    if any(v.dtype not in ("f64", "bool") or math.prod(v.shape) > max_elements for v in values):
         return False
-    if not all(len(op.outputs) == 1 and op.prim in _SUPPORTED and _typed(op) for op in fn.ops):
-        return False
-    return sum(_cost(op) for op in fn.ops) <= MAX_INSTRUCTIONS
+    return all(len(op.outputs) == 1 and op.prim in _SUPPORTED and _typed(op, max_k)
+               for op in fn.ops)
 
 
-def _typed(op) -> bool:
+def _typed(op, max_k: int) -> bool:
     """Whether op's operand and result dtypes are the ones its instructions are written for
-    (every value is f64 or bool: supports checked)."""
+    (every value is f64 or bool: fits checked)."""
     prim, out, ins = op.prim, op.out.dtype, [v.dtype for v in op.inputs]
     if prim in _SHAPES or prim in ("full", "constant", "convert"):
         return True
@@ -111,11 +117,11 @@ def _typed(op) -> bool:
         return out == "bool" and all(d == "bool" for d in ins)
     if prim == "matmul":
         a, b = op.inputs
-        return out == "f64" and a.type.ndim == b.type.ndim == 2 and 1 <= a.shape[1] <= SMALL_DOT_K
+        return out == "f64" and a.type.ndim == b.type.ndim == 2 and 1 <= a.shape[1] <= max_k
     return out == "f64" and all(d == "f64" for d in ins)
 
 
-def _cost(op) -> int:
+def cost(op) -> int:
     """About how many instructions op becomes."""
     if op.prim in _SHAPES or op.prim in _NULLARY:
         return 0
@@ -203,11 +209,11 @@ def source(fn) -> str:
     return "\n".join([*_declarations(), head, *w.lines, "  ret void", "}", ""])
 
 
-def _load(w, p, offset, ptr) -> list:
+def _load(w, p, offset, ptr, base="%args") -> list:
     elements = []
     for k in range(p.type.size):
         at, x = w.fresh(), w.fresh()
-        w.emit([f"{at} = getelementptr double, {ptr} %args, i64 {offset + k}",
+        w.emit([f"{at} = getelementptr double, {ptr} {base}, i64 {offset + k}",
                 f"{x} = load double, {ptr} {at}"])
         if p.dtype == "bool":
             x, flag = w.fresh(), x
@@ -216,13 +222,13 @@ def _load(w, p, offset, ptr) -> list:
     return elements
 
 
-def _store(w, elements, dtype, offset, ptr):
+def _store(w, elements, dtype, offset, ptr, base="%results"):
     for k, x in enumerate(elements):
         at = w.fresh()
         if dtype == "bool":
             x, flag = w.fresh(), x
             w.emit([f"{x} = select i1 {flag}, double 1.0, double 0.0"])
-        w.emit([f"{at} = getelementptr double, {ptr} %results, i64 {offset + k}",
+        w.emit([f"{at} = getelementptr double, {ptr} {base}, i64 {offset + k}",
                 f"store double {x}, {ptr} {at}"])
 
 
@@ -359,8 +365,16 @@ def _instruction(op, a) -> str:
 
 def compile_straight(fn):
     """Compile fn (which `supports`) and return `run(leaves) -> list of arrays`, and the text."""
-    import llvmlite.binding as llvm
     text = source(fn)
+    cfunc = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(machine_code(text, "entry"))
+    return _runner(cfunc, fn), text
+
+
+def machine_code(text: str, name: str, opt: int = 0) -> int:
+    """The address of function `name` of the LLVM module `text`, compiled in memory. At opt 0,
+    for generic x86-64 without IR passes; above, for this CPU after LLVM's pipeline at that
+    level (a small function that runs long: a scan's loop)."""
+    import llvmlite.binding as llvm
     with _LOCK:
         if not _ENGINES:                  # the first compile in this process
             llvm.initialize_native_target()
@@ -370,15 +384,21 @@ def compile_straight(fn):
             # option is process-wide but only decides level 0 (Numba's code is built at 3).
             llvm.set_option("", "-fast-isel=false")
         target = llvm.Target.from_default_triple()
-        machine = target.create_target_machine(opt=0)
+        if opt:
+            machine = target.create_target_machine(
+                cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
+                opt=opt)
+        else:
+            machine = target.create_target_machine(opt=0)
         module = llvm.parse_assembly(text)
         module.verify()
+        if opt:
+            builder = llvm.create_pass_builder(machine, llvm.PipelineTuningOptions(opt))
+            builder.getModulePassManager().run(module, builder)
         engine = llvm.create_mcjit_compiler(module, machine)
         engine.finalize_object()
         _ENGINES.append(engine)
-        address = engine.get_function_address("entry")
-    cfunc = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(address)
-    return _runner(cfunc, fn), text
+        return engine.get_function_address(name)
 
 
 def _runner(cfunc, fn):
