@@ -212,10 +212,11 @@ class Tiered:
     slower), and the call after the compiled entry is ready switches to it. A daemon thread
     waits for the child, loads the compiled module from the disk cache it filled, and, where
     host steps leave segments to compile on their first run, runs it once on the first call's
-    arguments, so no Numba compile is left for a user's call. Straight-line programs compile
-    in the thread (no Numba, and llvmlite releases the GIL). Calls before and after the switch
-    are each correct; they may differ in the last bits (fused loops round in another order
-    than NumPy's calls).
+    arguments, so no Numba compile is left for a user's call. Programs that compile without
+    Numba (straight-line ones, and loops of straight-line bodies: codegen.compile's
+    without_numba) compile in the thread: llvmlite releases the GIL. Calls before and after
+    the switch are each correct; they may differ in the last bits (fused loops round in
+    another order than NumPy's calls).
 
     A compile that fails leaves the function on the interpreter, with one RuntimeWarning that
     says why. `wait()` blocks until the compiled entry is ready and returns it: `jit.lower`
@@ -252,8 +253,9 @@ class Tiered:
     def _compile_now(self, leaves):
         try:
             from . import codegen           # Numba's import, too, is off the caller's path
-            from .codegen import background, straight
-            if not straight.supports(self.ir):
+            from .codegen import background
+            from .codegen.compile import without_numba
+            if not without_numba(self.ir):
                 try:
                     background.compile_in_child(self.ir)
                 except Exception as e:  # noqa: BLE001 - compile here instead, and say why

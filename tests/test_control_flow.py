@@ -13,6 +13,7 @@ import pytest
 import fusegrad as fg
 from fusegrad.ir import parse, verify
 from fusegrad.passes.pipeline import optimize
+from fusegrad.codegen.compile import GLUE_MAX_OPS
 from fusegrad.testing import check_grads
 from fusegrad.tree import flatten, unflatten
 
@@ -324,7 +325,24 @@ def test_poison_mode_gives_the_same_bits(monkeypatch):
     for a, b in zip(poisoned, plain, strict=True):
         assert a.tobytes() == b.tobytes()
     source = fg.jit(fg.grad(rnn, argnums=(0, 1, 2, 3))).lower(*RNN_ARGS).source
-    assert "= host0(" in source and "= scan " in source
+    assert "glue runs on the interpreter" in source and source.count("\n# scan at ") == 2
+
+
+def test_glue_runs_on_the_interpreter_and_more_compiles_into_the_module():
+    """A loop with a few glue ops around it runs the glue on the interpreter (compile.py's
+    glue_only); with more, the glue is compiled and the loop is a host step of its module."""
+    def busy(w, u, h0, xs):
+        out = rnn(w, u, h0, xs)
+        for _ in range(GLUE_MAX_OPS):
+            out = np.sin(out) * 1.5
+        return out
+    few, many = (fg.jit(f).lower(*RNN_ARGS).source for f in (rnn, busy))
+    assert "glue runs on the interpreter" in few and "= host0(" not in few
+    assert "= host0(" in many and "= scan " in many
+    expected = rnn_unrolled(*RNN_ARGS)
+    for _ in range(GLUE_MAX_OPS):
+        expected = np.sin(expected) * 1.5
+    np.testing.assert_allclose(fg.jit(busy)(*RNN_ARGS), expected, rtol=1e-13)
 
 
 def nested(w, a):

@@ -33,7 +33,7 @@ import numpy as np
 from ..ir.core import Function
 from ..passes.fusion import fuse
 from ..passes.memory import plan_memory
-from ..ir.evaluate import apply
+from ..ir.evaluate import apply, eval_function
 from ..runtime.signature import log_compile
 from .. import version
 from . import blas, loops, pool, straight, straight_loops
@@ -128,6 +128,8 @@ def compile_numba(ir: Function, parallel: bool | None = None, scan=None) -> Exec
             return _compile_straight_scan(ir, scan)
         except Exception as e:  # noqa: BLE001 - the njit loop runs it too, only compiles slower
             log_compile(f"straight-line LLVM scan failed for {ir.name} ({e}); using Numba")
+    if scan is None and glue_only(ir):
+        return _compile_glue(ir)
     fusion = fuse(ir)
     parallel = parallel_default() if parallel is None else parallel
     ms = ModuleSource(fusion, plan_memory(fusion), njit_options, parallel)
@@ -163,6 +165,48 @@ def _compile_straight(ir) -> Executable:
     log_compile(f"compile {ir.name}: straight-line LLVM, {len(ir.ops)} ops, "
                 f"{time.perf_counter() - start:.3f} s")
     return Executable(ir, text, 1, None, run, None, None)
+
+
+# A function of control flow and at most this much glue around it runs the glue on the
+# interpreter: the RNN of benchmarks/compile_time.py has 10 glue ops (fills, two sums), which
+# NumPy runs in ~50 us a call and Numba took 1.8 s to compile (its kernels, two segments).
+GLUE_MAX_OPS = 16
+GLUE_MAX_ELEMENTS = 1 << 14
+
+
+def glue_only(ir) -> bool:
+    """Whether ir is control-flow ops (loops.HOSTS) with only a little small glue around."""
+    glue = [op for op in ir.ops if op.prim not in loops.HOSTS]
+    return len(glue) < len(ir.ops) and len(glue) <= GLUE_MAX_OPS and all(
+        v.type.size <= GLUE_MAX_ELEMENTS for op in glue for v in op.outputs)
+
+
+def without_numba(ir) -> bool:
+    """Whether compile_numba compiles ir with llvmlite alone (straight.py, straight_loops.py):
+    then compiling in the caller's thread is fast, and a child process would only repeat it
+    (those modules are not cached on disk)."""
+    if straight.supports(ir):
+        return True
+    return glue_only(ir) and all(
+        op.prim == "scan" and straight_loops.supports(op.params["body"], op.params["num_consts"],
+                                                      op.params["num_carry"])
+        for op in ir.ops if op.prim in loops.HOSTS)
+
+
+def _compile_glue(ir) -> Executable:
+    """Control flow compiled (loops.host), the glue between run by the interpreter's ops."""
+    hosts = {op: loops.host(op, compile_numba) for op in ir.ops if op.prim in loops.HOSTS}
+    text = "\n\n".join(
+        [f"# fusegrad: @{ir.name} is control flow and {len(ir.ops) - len(hosts)} glue ops: "
+         f"the glue runs on the interpreter, each loop and branch compiled:"] +
+        [f"# {op.prim} at {op.loc or '?'}, @{key}:\n{exe.source}"
+         for op, host in hosts.items() for key, exe in host.compiled.items()])
+
+    def run(leaves):
+        return eval_function(ir, leaves, hosts)
+    log_compile(f"compile {ir.name}: {len(hosts)} control-flow ops compiled, "
+                f"{len(ir.ops) - len(hosts)} glue ops on the interpreter")
+    return Executable(ir, text, 0, None, run, None, None)
 
 
 def _compile_straight_scan(ir, scan) -> Executable:

@@ -43,6 +43,7 @@ def host(op, compile_fn):
         outs = [o[()] if o.ndim == 0 else np.ascontiguousarray(o) for o in outs]
         return outs[0] if len(outs) == 1 else tuple(outs)
     control.__name__ = f"host_{op.prim}"
+    control.compiled = compiled
     return control
 
 

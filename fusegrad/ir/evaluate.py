@@ -59,9 +59,11 @@ def _arrays(out):
     return tuple(np.asarray(o) for o in out) if type(out) is tuple else np.asarray(out)
 
 
-def eval_function(fn, args) -> list:
-    """Run a Function on concrete arrays, one op at a time: the reference semantics."""
+def eval_function(fn, args, hosts=None) -> list:
+    """Run a Function on concrete arrays, one op at a time: the reference semantics. `hosts`
+    maps some ops to callables that run them instead (the numba backend's compiled loops)."""
     env = {}
+    hosts = hosts or {}
 
     def read(v):
         return env[v]
@@ -78,7 +80,9 @@ def eval_function(fn, args) -> list:
         write(p, a)
     for op in fn.ops:
         try:
-            out = apply(op.prim, [read(v) for v in op.inputs], op.params)
+            host = hosts.get(op)
+            out = host(*[read(v) for v in op.inputs]) if host else \
+                apply(op.prim, [read(v) for v in op.inputs], op.params)
         except IndexError as e:     # a gather's index out of bounds: say where it was used
             raise IndexError(f"{e} (at {op.loc})" if op.loc else str(e)) from None
         if len(op.outputs) == 1:
