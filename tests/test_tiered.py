@@ -4,6 +4,7 @@ compiles in a background thread, and later calls run the compiled entry once it 
 The compile is held on an Event here, so "the first call did not wait for Numba" is a fact the
 test arranges, not a timing it measures."""
 
+import sys
 import threading
 import warnings
 
@@ -147,3 +148,19 @@ def test_a_program_with_host_steps_switches_to_compiled_segments(tiered_on):
     for x, y, z in zip(first, later, want):
         np.testing.assert_array_equal(x, z)          # the first call was the interpreter's
         np.testing.assert_allclose(y, z, rtol=1e-12)
+
+
+def test_the_switch_interval_is_short_while_compiling_and_restored_after(tiered_on,
+                                                                         held_compile):
+    """While a compile thread runs, Python hands the GIL over every 0.1 ms, so the thread's
+    many short calls into LLVM do not each wait 5 ms for a caller that keeps calling; the
+    process's own interval comes back when the last compile ends."""
+    release, started = held_compile
+    before = sys.getswitchinterval()
+    f = fg.jit(fg.grad(loss, argnums=1))
+    f(X, W)
+    assert started.wait(timeout=60)
+    assert sys.getswitchinterval() == pytest.approx(1e-4)
+    release.set()
+    next(iter(f._entries.values()))[0].executable.wait()
+    assert sys.getswitchinterval() == before
