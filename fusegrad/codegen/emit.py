@@ -30,7 +30,7 @@ from . import loop_ir, pool
 from .buffers import Buffers
 from .kernel import KernelSource
 from .loop_ir import Accumulate, Call, Function, If, Let, Loop, Return, Store, joined
-from .templates import MATH_FUNCS, literal, mathlib_funcs
+from .templates import MATH_FUNCS, literal, mathlib_funcs, py_scalar
 
 SIZE_PARAMS = ("shape", "start", "stop", "step", "low", "high", "interior")
 RESERVED = {"np", "math", "numba", "prange", "A", "D", "C", "at", "buf", "local", "threading",
@@ -554,8 +554,7 @@ class ModuleSource(Buffers):
         unpack = [f"{joined(params, True)} = leaves"] if params else []
         for p in fn.params:
             if p.shape == ():
-                conv = {"f32": "float", "f64": "float", "i64": "int", "bool": "bool"}[p.dtype]
-                unpack.append(f"{names[p]} = {conv}({names[p]})")
+                unpack.append(f"{names[p]} = {py_scalar(p.dtype)}({names[p]})")
         results = []
         for r in fn.results:
             text = names[r]

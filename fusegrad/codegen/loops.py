@@ -20,10 +20,9 @@ import numpy as np
 
 from ..ir.control import nested
 from .loop_ir import SYMBOL, Function, Let, Loop, Return, Store
-from .templates import new_buffer, np_name, poison_on, symbols_in
+from .templates import empty, new_buffer, np_name, poison_on, py_scalar, symbols_in
 
 HOSTS = frozenset(("scan", "while_loop", "cond"))
-_POISON = {"f32": np.nan, "f64": np.nan, "i64": np.iinfo(np.int64).min, "bool": True}
 
 
 def host(op, compile_fn):
@@ -48,9 +47,7 @@ def host(op, compile_fn):
 
 
 def _buffer(shape, t):
-    if poison_on():
-        return np.full(shape, _POISON[t.dtype], t.np_dtype)
-    return np.empty(shape, t.np_dtype)
+    return empty(shape, np_name(t.dtype), poison_on())
 
 
 def _scan(compiled, args, *, body, length, reverse, num_consts, num_carry):
@@ -141,7 +138,7 @@ def scan_source(ms, num_consts: int, num_carry: int) -> tuple[str, list] | None:
     unpack += [f"{names[p]} = np.array({names[p]}, np.{np_name(p.dtype)})" if p in carry
                else f"{names[p]} = np.ascontiguousarray({names[p]})"
                for p in fn.params if p.shape != () or p in xs]  # a carry: the loop's own
-    unpack += [f"{names[p]} = {_scalar(p.dtype)}({names[p]})" for p in consts + carry
+    unpack += [f"{names[p]} = {py_scalar(p.dtype)}({names[p]})" for p in consts + carry
                if p.shape == ()]
     stacked = [f"ys{k} = {new_buffer('(loop_length, ' + ms.shape(y.shape)[1:], np_name(y.dtype))}"
                for k, y in enumerate(ys)]
@@ -161,10 +158,6 @@ def scan_source(ms, num_consts: int, num_carry: int) -> tuple[str, list] | None:
            "    return run_loop"]
     order = [*consts, *carry, *[("stacked", v) for v in xs + ys], *roots, *ms.consts]
     return "\n\n\n" + loop + "\n\n\n" + "\n".join(run) + "\n", order + tables
-
-
-def _scalar(dtype: str) -> str:
-    return {"f32": "float", "f64": "float", "i64": "int", "bool": "bool"}[dtype]
 
 
 def _copy(dst: str, src: str, ndim: int, row: str | None = None):

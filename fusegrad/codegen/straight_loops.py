@@ -26,7 +26,7 @@ import ctypes
 import numpy as np
 
 from . import straight
-from .templates import poison_on
+from .templates import empty, poison_on
 
 MAX_ELEMENTS = 256           # per value: a 16 x 16 weight's gradient, carried
 MAX_DOT_K = 64
@@ -116,8 +116,7 @@ def compile_scan(fn, num_consts: int, num_carry: int):
     def loop(length, reverse, leaves):
         consts, carry = _flat(leaves[:num_consts]), _flat(leaves[num_consts:n])
         xs = [np.ascontiguousarray(x, dtype=np.float64) for x in leaves[n:]]
-        ys = [np.full((length, *t.shape), np.nan) if poison else np.empty((length, *t.shape))
-              for t in y_types]
+        ys = [empty((length, *t.shape), "float64", poison) for t in y_types]
         cfunc(length, int(bool(reverse)), consts.ctypes.data, carry.ctypes.data,
               *[x.ctypes.data for x in xs], *[y.ctypes.data for y in ys])
         finals = np.split(carry, np.cumsum([t.size for t in carry_types])[:-1])

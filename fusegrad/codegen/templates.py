@@ -92,12 +92,20 @@ def render_convert(src_dtype: str, dst_dtype: str, operand: str) -> str:
 # True), so a kernel that reads a buffer before its writer ran gives NaN on the first call
 # instead of a plausible number on some calls. Read when a module is generated: the poisoned
 # text is another module, with its own cache entry.
-POISON_FILL = {"float32": "np.nan", "float64": "np.nan", "int64": "-9223372036854775808",
-               "bool": "True", "bool_": "True"}
+POISON_VALUE = {"float32": math.nan, "float64": math.nan, "int64": -2 ** 63, "bool": True,
+                "bool_": True}
+POISON_FILL = {k: "np.nan" if isinstance(v, float) else repr(v) for k, v in POISON_VALUE.items()}
 
 
 def poison_on() -> bool:
     return os.environ.get("FUSEGRAD_POISON", "") not in ("", "0")
+
+
+def empty(shape, np_dtype: str, poison: bool):
+    """A buffer the runner allocates itself (np.empty), poisoned as generated code's are."""
+    if poison:
+        return np.full(shape, POISON_VALUE[np_dtype], np_dtype)
+    return np.empty(shape, np_dtype)
 
 
 def new_buffer(shape: str, np_dtype: str) -> str:
@@ -136,6 +144,11 @@ def reduction_update(prim: str, acc: str, x: str) -> str:
         return f"{acc} *= {x}"
     cmp = ">" if prim == "reduce_max" else "<"
     return f"{acc} = {x} if {x} {cmp} {acc} or {x} != {x} else {acc}"
+
+
+def py_scalar(dtype: str) -> str:
+    """The Python type a runner converts a 0-d argument of an IR dtype to."""
+    return {"f32": "float", "f64": "float", "i64": "int", "bool": "bool"}[dtype]
 
 
 def np_name(dtype: str) -> str:
