@@ -11,3 +11,16 @@ import os
 
 os.environ.setdefault("FUSEGRAD_POISON", "1")
 os.environ.setdefault("FUSEGRAD_TIERED", "0")
+
+
+import pytest  # noqa: E402 - after the environment above, which fusegrad reads on import
+
+
+@pytest.fixture
+def numba_codegen(monkeypatch):
+    """Functions of f64 arrays compile through Numba's generated Python, never as LLVM loop
+    nests (codegen/nests.py, which tests/test_nests.py tests): for tests of the Numba code
+    generator itself (its kernels, buffers, chunks, pool, templates and disk cache)."""
+    from fusegrad.codegen import nests
+    monkeypatch.setattr(nests, "ENABLED", False)
+    monkeypatch.setenv("FUSEGRAD_NESTS", "0")       # and in child processes

@@ -7,6 +7,8 @@ import pytest
 import fusegrad.codegen.templates as templates
 from fusegrad.testing import assert_backends_agree
 
+pytestmark = pytest.mark.usefixtures("numba_codegen")   # Numba's code generator
+
 
 def test_a_broken_template_is_localized_to_its_first_ir_value(monkeypatch, tmp_path):
     monkeypatch.setenv("FUSEGRAD_CACHE_DIR", str(tmp_path))

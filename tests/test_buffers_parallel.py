@@ -13,6 +13,8 @@ import pytest
 import fusegrad as fg
 from fusegrad.codegen.chunks import CHUNK, SMALL_MAX, min_parallel_size
 
+pytestmark = pytest.mark.usefixtures("numba_codegen")   # Numba's code generator
+
 
 def loss(x, w, b):
     return np.sum(np.tanh(x * w + b) * (1 / (1 + np.exp(-x))))

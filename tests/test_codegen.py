@@ -25,6 +25,8 @@ from fusegrad.ir import PRIMITIVES, Builder, TensorType
 from fusegrad.runtime.interpreter import eval_function
 from fusegrad.transforms import value_and_grad
 
+pytestmark = pytest.mark.usefixtures("numba_codegen")   # Numba's code generator
+
 rng = np.random.default_rng(7)
 TOL = {"f64": {"rtol": 1e-12, "atol": 1e-14}, "f32": {"rtol": 2e-6, "atol": 1e-7}}
 # Every elementwise primitive of the registry that takes floats (the logical ones, select and

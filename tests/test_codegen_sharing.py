@@ -10,6 +10,8 @@ import pytest
 
 import fusegrad as fg
 
+pytestmark = pytest.mark.usefixtures("numba_codegen")   # Numba's code generator
+
 rng = np.random.default_rng(15)
 
 

@@ -18,6 +18,8 @@ from fusegrad.passes.fusion import Fusion, check_schedule, fuse
 from fusegrad.passes.pipeline import optimize
 from fusegrad.testing import check_grads
 
+pytestmark = pytest.mark.usefixtures("numba_codegen")   # Numba's code generator
+
 BACKENDS = ("eager", "interp", "numba")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 x3, y3 = np.array([1.0, 2.0, 3.0]), np.array([4.0, -5.0, 6.0])

@@ -14,7 +14,8 @@ import pytest
 import fusegrad as fg
 from fusegrad.codegen import blas, pool
 
-pytestmark = pytest.mark.skipif(not pool.AVAILABLE, reason=f"no BLAS pool: {pool.DESCRIPTION}")
+pytestmark = [pytest.mark.skipif(not pool.AVAILABLE, reason=f"no BLAS pool: {pool.DESCRIPTION}"),
+              pytest.mark.usefixtures("numba_codegen")]    # Numba's code generator
 rng = np.random.default_rng(7)
 
 

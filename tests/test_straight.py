@@ -59,7 +59,7 @@ def test_a_long_chain_is_exact_and_takes_the_path_by_default():
         assert got.tobytes() == expected.tobytes()
 
 
-def test_other_dtypes_indexing_and_big_arrays_stay_with_numba(always_straight):
+def test_other_dtypes_indexing_and_big_arrays_leave_the_straight_path(always_straight):
     f = fg.jit(lambda x: np.sin(x) * 2.0, backend="numba")
     big = np.linspace(0.0, 1.0, straight.MAX_ELEMENTS + 1)
     for x in (np.float32(1.0), np.ones(3, np.float32), big):
@@ -76,7 +76,7 @@ def test_other_dtypes_indexing_and_big_arrays_stay_with_numba(always_straight):
         taken(x, np.array([3, 0]))
 
 
-def test_functions_past_the_instruction_budget_stay_with_numba(always_straight, monkeypatch):
+def test_functions_past_the_instruction_budget_leave_the_path(always_straight, monkeypatch):
     def f(x):
         return np.sum(np.sin(x) * x)
     x = np.array([0.5, 1.5, 2.5])

@@ -11,69 +11,28 @@ shared libraries this process has loaded and bound by symbol name, so that:
 - transposed operands are passed as BLAS transpose flags, never copied;
 - loading a cached kernel never imports scipy.linalg (0.3 s at start-up).
 
-The generated code names `fusegrad_sgemm` / `fusegrad_dgemm`; `llvmlite.binding.add_symbol`
-resolves them when this module is imported, which every generated module does first. Without
+The generated code names `fusegrad_sgemm` / `fusegrad_dgemm`, which cblas.py registers with
+LLVM when this module is imported, which every generated module does first. Without
 a usable CBLAS (or with FUSEGRAD_BLAS=numba), `gemm` falls back to Numba's `np.dot`.
 `DESCRIPTION` says which one is in use; it and this file's text are part of the disk-cache key.
 """
 
 from __future__ import annotations
 
-import ctypes
-import glob
 import importlib.util
-import os
 import sys
 
-import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
-# (symbol prefix, suffix, integer bits): OpenBLAS as NumPy >= 2 wheels ship it (ILP64, renamed
-# with a scipy_ prefix and 64_ suffix), plain ILP64 builds, then the usual LP64 CBLAS.
-_FLAVOURS = (("scipy_cblas_", "64_", 64), ("cblas_", "64_", 64), ("scipy_cblas_", "", 32),
-             ("cblas_", "", 32))
-_ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
-
-
-def _candidate_libraries() -> list[str]:
-    """Shared libraries that may hold NumPy's CBLAS: its own bundled ones first, then any
-    BLAS already mapped into this process (NumPy linked against a system BLAS)."""
-    paths = sorted(glob.glob(os.path.join(os.path.dirname(np.__file__) + ".libs", "*.so*")))
-    try:
-        with open("/proc/self/maps") as maps:
-            mapped = {line.split()[-1] for line in maps if line.rstrip().endswith(".so")
-                      or ".so." in line}
-        paths += sorted(p for p in mapped if "blas" in os.path.basename(p).lower())
-    except OSError:
-        pass
-    return [p for p in dict.fromkeys(paths) if "blas" in os.path.basename(p).lower()]
-
-
-def _bind() -> tuple[int, str, str] | None:
-    """Register fusegrad_sgemm/dgemm with LLVM; (integer bits, description, library path) or
-    None."""
-    for path in _candidate_libraries():
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for prefix, suffix, bits in _FLAVOURS:
-            names = [f"{prefix}{t}gemm{suffix}" for t in "sd"]
-            if all(hasattr(lib, n) for n in names):
-                for t, n in zip("sd", names):
-                    address = ctypes.cast(getattr(lib, n), ctypes.c_void_p).value
-                    llvm.add_symbol(f"fusegrad_{t}gemm", address)
-                return bits, f"{names[0]} ({bits}-bit ints) from {os.path.basename(path)}", path
-    return None
-
-
-_BOUND = None if os.environ.get("FUSEGRAD_BLAS") == "numba" else _bind()
-DESCRIPTION = _BOUND[1] if _BOUND else "numba np.dot"
-LIBRARY = _BOUND[2] if _BOUND else None  # the shared library, for pool.py
+from .cblas import BOUND as _BOUND
+from .cblas import DESCRIPTION, LIBRARY  # noqa: F401 - part of this module's interface
+from .cblas import NO_TRANS as _NO_TRANS
+from .cblas import ROW_MAJOR as _ROW_MAJOR
+from .cblas import TRANS as _TRANS
 
 
 def _defer_numba_blas_probe() -> None:

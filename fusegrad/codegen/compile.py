@@ -27,7 +27,6 @@ import time
 import types
 from pathlib import Path
 
-import numba
 import numpy as np
 
 from ..ir.core import Function
@@ -36,9 +35,11 @@ from ..passes.memory import plan_memory
 from ..ir.evaluate import apply, eval_function
 from ..runtime.signature import log_compile
 from .. import version
-from . import blas, loops, pool, straight, straight_loops
+from . import loops, nests, straight, straight_loops
 from .buffers import Stack
-from .emit import ModuleSource
+
+# Numba itself (0.6 s to import), and the modules that need it, are imported where a function is
+# compiled with it: straight-line LLVM and loop nests never import it.
 
 FIXED_MTIME = 1_000_000_000          # every writer gives the module file the same stamp
 _LOCK = threading.RLock()
@@ -81,8 +82,11 @@ def cache_dir() -> Path:
 
 def versions() -> str:
     """Everything besides the text that decides the compiled code, as one header line."""
+    import numba
+
+    from . import blas, pool
     helpers = [(_HERE / name) for name in ("support.py", "mathlib.py", "mathlib_ops.py",
-                                           "mathlib_arc.py", "blas.py", "pool.py")]
+                                           "mathlib_arc.py", "blas.py", "cblas.py", "pool.py")]
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in helpers if p.exists()))
     return (f"fusegrad {version.__version__}, numba {numba.__version__}, numpy {np.__version__},"
             f" python {sys.version.split()[0]}, helpers {digest.hexdigest()[:16]},"
@@ -130,6 +134,12 @@ def compile_numba(ir: Function, parallel: bool | None = None, scan=None) -> Exec
             log_compile(f"straight-line LLVM scan failed for {ir.name} ({e}); using Numba")
     if scan is None and glue_only(ir):
         return _compile_glue(ir)
+    if scan is None and nests.supports(ir) and nests.preferred(ir):
+        try:
+            return _compile_nests(ir)
+        except Exception as e:  # noqa: BLE001 - Numba compiles it too, only slower
+            log_compile(f"LLVM loop nests failed for {ir.name} ({e}); using Numba")
+    from .emit import ModuleSource
     fusion = fuse(ir)
     parallel = parallel_default() if parallel is None else parallel
     ms = ModuleSource(fusion, plan_memory(fusion), njit_options, parallel)
@@ -167,6 +177,17 @@ def _compile_straight(ir) -> Executable:
     return Executable(ir, text, 1, None, run, None, None)
 
 
+def _compile_nests(ir) -> Executable:
+    """A function of f64 arrays: a loop nest an op, in LLVM, no Numba (see nests.py)."""
+    start = time.perf_counter()
+    run, text = nests.compile_nests(ir)
+    if os.environ.get("FUSEGRAD_DEBUG", "") >= "3":
+        print(f"// ---- generated LLVM IR for @{ir.name} ----\n{text}")
+    log_compile(f"compile {ir.name}: LLVM loop nests, {len(ir.ops)} ops, "
+                f"{time.perf_counter() - start:.3f} s")
+    return Executable(ir, text, 1, None, run, None, None)
+
+
 # A function of control flow and at most this much glue around it runs the glue on the
 # interpreter: the RNN of benchmarks/compile_time.py has 10 glue ops (fills, two sums), which
 # NumPy runs in 63 us a call (of 1.04 ms) and Numba took 1.8 s to compile (kernels, segments).
@@ -185,7 +206,7 @@ def without_numba(ir) -> bool:
     """Whether compile_numba compiles ir with llvmlite alone (straight.py, straight_loops.py):
     then compiling in the caller's thread is fast, and a child process would only repeat it
     (those modules are not cached on disk)."""
-    if straight.supports(ir):
+    if straight.supports(ir) or (nests.supports(ir) and nests.preferred(ir)):
         return True
     return glue_only(ir) and all(
         op.prim == "scan" and straight_loops.supports(op.params["body"], op.params["num_consts"],
@@ -242,8 +263,10 @@ def _host(op):
 
 # -- loading ---------------------------------------------------------------------------------
 
-def _signatures(ms: ModuleSource) -> dict:
-    """Numba signatures of the entry of a single-segment module, for compiling it at once."""
+def _signatures(ms) -> dict:
+    """Numba signatures of the entry of a single-segment module (emit.ModuleSource), for
+    compiling it at once."""
+    import numba
     if ms.hosts:
         return {}
     values, uses_a, uses_d, uses_c, uses_tasks = ms.segment_args["entry"]
@@ -256,6 +279,8 @@ def _signatures(ms: ModuleSource) -> dict:
 
 def _loop_signature(params) -> tuple:
     """Numba signature of scan_loop (loops.scan_source says what its parameters hold)."""
+    import numba
+
     def array(dtype, ndim):
         return numba.types.Array(numba.from_dtype(np.dtype(dtype)), ndim, "C")
 
@@ -275,6 +300,7 @@ def _loop_signature(params) -> tuple:
 
 
 def _numba_type(v):
+    import numba
     if v.shape == ():
         return {"f32": numba.float64, "f64": numba.float64, "i64": numba.int64,
                 "bool": numba.boolean}[v.dtype]

@@ -370,34 +370,46 @@ def compile_straight(fn):
     return _runner(cfunc, fn), text
 
 
-def machine_code(text: str, name: str, opt: int = 0) -> int:
-    """The address of function `name` of the LLVM module `text`, compiled in memory. At opt 0,
+def machine_code(text: str, name, opt: int = 0, vectorize: bool = True,
+                 codegen: int | None = None, fast_isel: bool = False):
+    """The address of function `name` of the LLVM module `text` (a list of addresses for a
+    list of names), compiled in memory. At opt 0,
     for generic x86-64 without IR passes; above, for this CPU after LLVM's pipeline at that
-    level (a small function that runs long: a scan's loop)."""
+    level (a small function that runs long: a scan's loop), its loop vectorizer, unroller and
+    SLP vectorizer only if `vectorize`, and the machine code at level `codegen` (default: opt).
+    At level 0 instructions are selected by SelectionDAG unless `fast_isel`."""
     import llvmlite.binding as llvm
     with _LOCK:
         if not _ENGINES:                  # the first compile in this process
             llvm.initialize_native_target()
             llvm.initialize_native_asmprinter()
-            # SelectionDAG, not FastISel, at level 0: FastISel falls back to it for every libm
-            # call and leaves twice the machine code, so it takes twice as long here. The
-            # option is process-wide but only decides level 0 (Numba's code is built at 3).
-            llvm.set_option("", "-fast-isel=false")
+        # SelectionDAG, not FastISel, at level 0 for straight-line code: FastISel falls back to
+        # it for every libm call and leaves twice the machine code, so it takes twice as long;
+        # loop nests (nests.py) have few calls and FastISel takes a third of SelectionDAG's
+        # time on them. The option is process-wide, so it is set under the lock for each
+        # compile; it only decides level 0 (Numba's code is built at 3).
+        llvm.set_option("", f"-fast-isel={'true' if fast_isel else 'false'}")
         target = llvm.Target.from_default_triple()
-        if opt:
+        if opt or codegen:
             machine = target.create_target_machine(
                 cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(),
-                opt=opt)
+                opt=opt if codegen is None else codegen)
         else:
             machine = target.create_target_machine(opt=0)
         module = llvm.parse_assembly(text)
         module.verify()
         if opt:
-            builder = llvm.create_pass_builder(machine, llvm.PipelineTuningOptions(opt))
+            tuning = llvm.PipelineTuningOptions(opt)
+            if not vectorize:
+                tuning.loop_vectorization = tuning.slp_vectorization = False
+                tuning.loop_unrolling = tuning.loop_interleaving = False
+            builder = llvm.create_pass_builder(machine, tuning)
             builder.getModulePassManager().run(module, builder)
         engine = llvm.create_mcjit_compiler(module, machine)
         engine.finalize_object()
         _ENGINES.append(engine)
+        if isinstance(name, list):
+            return [engine.get_function_address(n) for n in name]
         return engine.get_function_address(name)
 
 
