@@ -47,7 +47,7 @@ from .templates import empty, poison_on
 ENABLED = os.environ.get("FUSEGRAD_NESTS", "1") != "0"
 OPT = 2
 HOT_ELEMENTS = int(os.environ.get("HOT", "1024"))
-HOT_LINES = int(os.environ.get("HL", "1500"))
+HOT_LOOPS = int(os.environ.get("HL", "32"))
 PART_LINES = int(os.environ.get("PL", "1000"))   # lines a function: O2 grows with its size
 
 _ELEMENTWISE = {*straight._FORMS, "select", "convert", "full"}
@@ -146,11 +146,6 @@ class _Plan:
 
     def of(self, v):
         return self.root.get(v, v)
-
-    def slots(self, ops) -> set:
-        """The buffers a group reads or writes."""
-        values = [self.of(v) for op in ops for v in (*op.inputs, op.out)]
-        return {self.where[v][0] for v in values if v in self.where}
 
     def _partition(self):
         for op in self.fn.ops:
@@ -251,13 +246,20 @@ class _FreeList:
 # -- the LLVM text -------------------------------------------------------------------------------
 
 class _Code:
-    """One function's lines, with fresh SSA names and labels, and loops whose counters are phi
-    nodes (sizes are known, so a loop runs at least once or is not written)."""
+    """One group's lines, with fresh SSA names (shared by the function's groups) and loops
+    whose counters are phi nodes (sizes are known, so a loop runs at least once or is not
+    written). An element's address is a base pointer, made once before the group's loops, plus
+    the loop counters times strides; each array's data pointer `%p<slot>` is loaded once at
+    the top of the function."""
 
     def __init__(self, names):
-        self.lines: list = []
         self.names = names          # an itertools.count shared by a function's groups
-        self.pointers: dict = {}     # slot -> its address, loaded before the group's loops
+        self.label = self.current = f"g{next(names)}"   # its first block, the block at its end
+        self.loops = 0
+        self.head: list = []        # the group's base pointers, before its loops
+        self.lines: list = []
+        self.slots: set = set()     # the arrays it uses
+        self.bases: dict = {}       # (slot, offset) -> base pointer
 
     def fresh(self, stem: str = "v") -> str:
         return f"%{stem}{next(self.names)}"
@@ -265,27 +267,25 @@ class _Code:
     def emit(self, *lines):
         self.lines.extend("  " + line for line in lines)
 
-    def block(self) -> str:
-        label = self.fresh("b")[1:]
-        self.lines += [f"  br label %{label}", f"{label}:"]
-        return label
-
     def loop(self, n: int, body):
-        """for i in range(n): body(i), i an i64 operand; n == 1 is no loop at all."""
+        """for i in range(n): body(i), i an i64 operand; n == 1 is no loop at all. The loop
+        test sits at the end of the body's last block (n >= 1)."""
         if n == 1:
             body("0")
             return
-        pre = self.block()
-        head, latch, done = (self.fresh(stem)[1:] for stem in ("h", "l", "x"))
+        self.loops += 1
+        before, head, done = self.current, self.fresh("h")[1:], self.fresh("x")[1:]
         i, following, more = self.fresh("i"), self.fresh(), self.fresh()
         self.lines += [f"  br label %{head}", f"{head}:"]
-        self.emit(f"{i} = phi i64 [0, %{pre}], [{following}, %{latch}]")
+        phi = len(self.lines)
+        self.current = head
         body(i)
-        self.lines += [f"  br label %{latch}", f"{latch}:"]
+        self.lines.insert(phi, f"  {i} = phi i64 [0, %{before}], [{following}, %{self.current}]")
         self.emit(f"{following} = add nuw nsw i64 {i}, 1",
                   f"{more} = icmp ult i64 {following}, {n}",
                   f"br i1 {more}, label %{head}, label %{done}")
         self.lines.append(f"{done}:")
+        self.current = done
 
     def nest(self, shape, body, index=()):
         """Loops over shape in row-major order; body(indices)."""
@@ -294,9 +294,19 @@ class _Code:
             return
         self.loop(shape[len(index)], lambda i: self.nest(shape, body, (*index, i)))
 
-    def offset(self, base: int, strides, index) -> str:
-        """base + sum(index * strides), as an i64 operand."""
-        total = str(base)
+    def at(self, where, strides=(), index=(), extra: int = 0) -> str:
+        """The address of element extra + sum(index * strides) of the buffer at `where`, a
+        (slot, offset) pair."""
+        slot, offset = where
+        key = (slot, offset + extra)
+        self.slots.add(slot)
+        if key not in self.bases:
+            self.bases[key] = f"%p{slot}"
+            if key[1]:
+                self.bases[key] = self.fresh("q")
+                self.head.append(f"  {self.bases[key]} = getelementptr double, ptr %p{slot}, "
+                                 f"i64 {key[1]}")
+        total = None
         for i, stride in zip(index, strides):
             if stride == 0 or i == "0":
                 continue
@@ -304,97 +314,78 @@ class _Code:
             if stride != 1:
                 term = self.fresh()
                 self.emit(f"{term} = mul nsw i64 {i}, {stride}")
-            if total == "0":
-                total = term
-            else:
+            if total is not None:
                 name = self.fresh()
                 self.emit(f"{name} = add nsw i64 {total}, {term}")
-                total = name
-        return total
-
-    def load_pointers(self, slots):
-        """The data addresses of the arrays a group uses, loaded through the table of array
-        objects before its loops (so they dominate every use)."""
-        self.pointers = {}
-        for slot in sorted(slots):
-            at, array, field, pointer = (self.fresh(stem) for stem in "sofp")
-            self.emit(f"{at} = getelementptr ptr, ptr %bufs, i64 {slot}",
-                      f"{array} = load ptr, ptr {at}",
-                      f"{field} = getelementptr i8, ptr {array}, i64 {DATA_OFFSET}",
-                      f"{pointer} = load ptr, ptr {field}")
-            self.pointers[slot] = pointer
-
-    def address(self, slot: int, offset: str) -> str:
-        if offset == "0":
-            return self.pointers[slot]
+                term = name
+            total = term
+        if total is None:
+            return self.bases[key]
         name = self.fresh("a")
-        self.emit(f"{name} = getelementptr double, ptr {self.pointers[slot]}, i64 {offset}")
+        self.emit(f"{name} = getelementptr double, ptr {self.bases[key]}, i64 {total}")
         return name
 
-    def load(self, where, offset: str, dtype: str) -> str:
-        slot, base = where
-        at, x = self.address(slot, self._plus(base, offset)), self.fresh()
-        self.emit(f"{x} = load double, ptr {at}")
+    def load(self, address: str, dtype: str) -> str:
+        x = self.fresh()
+        self.emit(f"{x} = load double, ptr {address}")
         if dtype == "bool":
             x, flag = self.fresh(), x
             self.emit(f"{x} = fcmp une double {flag}, 0.0")
         return x
 
-    def store(self, where, offset: str, x: str, dtype: str):
-        slot, base = where
+    def store(self, address: str, x: str, dtype: str):
         if dtype == "bool":
             x, flag = self.fresh(), x
             self.emit(f"{x} = select i1 {flag}, double 1.0, double 0.0")
-        self.emit(f"store double {x}, ptr {self.address(slot, self._plus(base, offset))}")
-
-    def _plus(self, base: int, offset: str) -> str:
-        if base == 0:
-            return offset
-        if offset == "0":
-            return str(base)
-        name = self.fresh()
-        self.emit(f"{name} = add nsw i64 {offset}, {base}")
-        return name
+        self.emit(f"store double {x}, ptr {address}")
 
 
 def source(plan: _Plan, prefix: str = "nests") -> tuple:
     """LLVM IR texts (hot, cold) and the names of the hot module's functions. The cold module
-    holds `void @{prefix}_entry(ptr bufs)`, bufs the table of buffer addresses, and the groups
-    whose loops are short; the hot one the groups whose loops run longest, as functions the
-    entry calls, up to HOT_LINES lines of them."""
+    holds `void @{prefix}_entry(ptr arrays)`, arrays the table of array objects, and the
+    groups whose loops are short; the hot one the groups whose loops run longest, as functions
+    the entry calls, up to HOT_LOOPS loops of them."""
     names = itertools.count()
-    texts = []
+    groups = []
     for ops in plan.groups:
         code = _Code(names)
-        code.block()
-        code.load_pointers(plan.slots(ops))
         _emit(code, plan, ops)
         op = ops[-1]
-        code.lines[-1] += f"  ; {op.prim} at {op.loc}" if len(ops) == 1 else \
-            f"  ; {len(ops)} elementwise ops to {op.prim} at {op.loc}"
-        texts.append(code.lines)
-    hot, budget = set(), HOT_LINES
-    for g in sorted(range(len(texts)), key=lambda g: -_work(plan.groups[g])):
-        if _work(plan.groups[g]) < HOT_ELEMENTS or len(texts[g]) > budget:
+        if code.lines:
+            code.lines[-1] += f"  ; {op.prim} at {op.loc}" if len(ops) == 1 else \
+                f"  ; {len(ops)} elementwise ops to {op.prim} at {op.loc}"
+        groups.append(code)
+    hot, budget = set(), HOT_LOOPS
+    for g in sorted(range(len(groups)), key=lambda g: -_work(plan.groups[g])):
+        if _work(plan.groups[g]) < HOT_ELEMENTS or groups[g].loops > budget:
             break
         hot.add(g)
-        budget -= len(texts[g])
-    parts: list = []               # (hot, lines)
-    for g, lines in enumerate(texts):
-        if parts and parts[-1][0] == (g in hot) and len(parts[-1][1]) < PART_LINES:
-            parts[-1][1].extend(lines)
+        budget -= groups[g].loops
+    parts: list = []               # (hot, groups)
+    for g, code in enumerate(groups):
+        if parts and parts[-1][0] == (g in hot) and \
+                sum(len(c.lines) for c in parts[-1][1]) < PART_LINES:
+            parts[-1][1].append(code)
         else:
-            parts.append((g in hot, list(lines)))
+            parts.append((g in hot, [code]))
     modules = {True: _declarations(), False: _declarations()}
-    for k, (is_hot, lines) in enumerate(parts):
+    for k, (is_hot, codes) in enumerate(parts):
         name = f"@{prefix}_part{k}"
-        modules[is_hot].append(f"define {'' if is_hot else 'internal '}void {name}(ptr %bufs) "
-                               f"noinline nounwind {{\n" + "\n".join([*lines, "  ret void", "}"]))
+        lines = [f"define {'' if is_hot else 'internal '}void {name}(ptr %arrays) "
+                 f"noinline nounwind {{"]
+        for slot in sorted(set().union(*(c.slots for c in codes))):
+            lines += [f"  %s{slot} = getelementptr ptr, ptr %arrays, i64 {slot}",
+                      f"  %o{slot} = load ptr, ptr %s{slot}",
+                      f"  %d{slot} = getelementptr i8, ptr %o{slot}, i64 {DATA_OFFSET}",
+                      f"  %p{slot} = load ptr, ptr %d{slot}"]
+        for code in codes:
+            lines += [f"  br label %{code.label}", f"{code.label}:", *code.head, *code.lines]
+        modules[is_hot].append("\n".join([*lines, "  ret void", "}"]))
         if is_hot:
             modules[False].append(f"declare void {name}(ptr)")
-    modules[False] += [f"define void @{prefix}_entry(ptr %bufs) nounwind {{",
-                       *(f"  call void @{prefix}_part{k}(ptr %bufs)" for k in range(len(parts))),
-                       "  ret void", "}", ""]
+    modules[False] += [f"define void @{prefix}_entry(ptr %arrays) nounwind {{",
+                       *(f"  call void @{prefix}_part{k}(ptr %arrays)"
+                         for k in range(len(parts))), "  ret void", "}", ""]
     hot_names = [f"{prefix}_part{k}" for k, (is_hot, _) in enumerate(parts) if is_hot]
     return "\n".join(modules[True]), "\n".join(modules[False]), hot_names
 
@@ -437,7 +428,8 @@ def _elementwise(code, plan, ops):
         regs = {}
         for op in ops:
             xs = [regs[plan.of(v)] if plan.of(v) in regs else
-                  code.load(plan.where[plan.of(v)], i, v.dtype) for v in op.inputs]
+                  code.load(code.at(plan.where[plan.of(v)], (1,), (i,)), v.dtype)
+                  for v in op.inputs]
             if op.prim == "full":
                 out = straight._literal(op.params["value"], op.out.dtype)
             else:
@@ -445,26 +437,39 @@ def _elementwise(code, plan, ops):
                 code.emit(*straight._lines(op, out, xs))
             regs[op.out] = out
             if op.out in plan.stored:
-                code.store(plan.where[op.out], i, out, op.out.dtype)
+                code.store(code.at(plan.where[op.out], (1,), (i,)), out, op.out.dtype)
     code.loop(ops[0].out.type.size, body)
 
 
-def _copy(code, plan, shape, src, src_map, dst, dst_map):
-    """dst[dst_map(index)] = src[src_map(index)] over shape; a map is (base, strides)."""
+def _copy(code, shape, src, src_map, dst, dst_map):
+    """dst[dst_map(index)] = src[src_map(index)] over shape; a map is (offset, strides)."""
+    shape, (src_strides, dst_strides) = _merged(shape, src_map[1], dst_map[1])
+
     def body(index):
-        x = code.fresh()
-        at = code.address(src[0], code.offset(src[1] + src_map[0], src_map[1], index))
-        code.emit(f"{x} = load double, ptr {at}")
-        at = code.address(dst[0], code.offset(dst[1] + dst_map[0], dst_map[1], index))
-        code.emit(f"store double {x}, ptr {at}")
+        x = code.load(code.at(src, src_strides, index, src_map[0]), "f64")
+        code.store(code.at(dst, dst_strides, index, dst_map[0]), x, "f64")
     if math.prod(shape):
         code.nest(shape, body)
 
 
+def _merged(shape, *strides) -> tuple:
+    """shape and strides with each run of axes that every map walks as one axis merged into
+    it (a contiguous copy is one flat loop), and axes of size 1 dropped."""
+    axes = [(n, *ss) for n, *ss in zip(shape, *strides) if n != 1]
+    merged: list = []
+    for n, *ss in axes:
+        if merged and all(outer == inner * n for outer, inner in zip(merged[-1][1:], ss)):
+            merged[-1] = (merged[-1][0] * n, *ss)
+        else:
+            merged.append((n, *ss))
+    return tuple(a[0] for a in merged), [tuple(a[k] for a in merged)
+                                         for k in range(1, len(strides) + 1)]
+
+
 def _fill(code, where, size: int, value: float):
     literal = straight._double(value)
-    code.loop(size, lambda i: code.emit(
-        f"store double {literal}, ptr {code.address(where[0], code._plus(where[1], i))}"))
+    code.loop(size, lambda i: code.emit(f"store double {literal}, ptr "
+                                        f"{code.at(where, (1,), (i,))}"))
 
 
 def _shape(code, plan, op):
@@ -474,32 +479,32 @@ def _shape(code, plan, op):
     x = op.inputs[0]
     src, dst = plan.where[plan.of(x)], plan.where[out]
     xs, os_ = _strides(x.shape), _strides(out.shape)
-    contiguous_out = (0, os_)
+    in_order = (0, os_)
     if prim == "broadcast_in_dim":
         strides = [0] * out.type.ndim
         for axis, d in enumerate(p["dims"]):
             strides[d] = 0 if x.shape[axis] == 1 else xs[axis]
-        _copy(code, plan, out.shape, src, (0, strides), dst, contiguous_out)
+        _copy(code, out.shape, src, (0, strides), dst, in_order)
     elif prim == "transpose":
-        _copy(code, plan, out.shape, src, (0, [xs[a] for a in p["perm"]]), dst, contiguous_out)
+        _copy(code, out.shape, src, (0, [xs[a] for a in p["perm"]]), dst, in_order)
     elif prim == "slice":
-        base = sum(a * s for a, s in zip(p["start"], xs))
-        strides = [step * s for step, s in zip(p["step"], xs)]
-        _copy(code, plan, out.shape, src, (base, strides), dst, contiguous_out)
+        start = sum(a * s for a, s in zip(p["start"], xs))
+        _copy(code, out.shape, src, (start, [k * s for k, s in zip(p["step"], xs)]), dst,
+              in_order)
     elif prim == "rev":
         axes = set(p["axes"])
-        base = sum((x.shape[a] - 1) * xs[a] for a in axes)
+        start = sum((x.shape[a] - 1) * xs[a] for a in axes)
         strides = [-s if a in axes else s for a, s in enumerate(xs)]
-        _copy(code, plan, out.shape, src, (base, strides), dst, contiguous_out)
+        _copy(code, out.shape, src, (start, strides), dst, in_order)
     elif prim == "pad":
         _fill(code, dst, out.type.size, 0.0)
-        base = sum(lo * s for lo, s in zip(p["low"], os_))
+        start = sum(lo * s for lo, s in zip(p["low"], os_))
         strides = [(it + 1) * s for it, s in zip(p["interior"], os_)]
-        _copy(code, plan, x.shape, src, (0, xs), dst, (base, strides))
+        _copy(code, x.shape, src, (0, xs), dst, (start, strides))
     elif prim == "concatenate":
         axis, start = p["axis"] % out.type.ndim, 0
         for v in op.inputs:
-            _copy(code, plan, v.shape, plan.where[plan.of(v)], (0, _strides(v.shape)), dst,
+            _copy(code, v.shape, plan.where[plan.of(v)], (0, _strides(v.shape)), dst,
                   (start * os_[axis], os_))
             start += v.shape[axis]
     else:
@@ -518,8 +523,8 @@ def _reduce(code, plan, op):
     src = plan.where[plan.of(x)]
 
     def body(index):
-        element = code.load(src, code.offset(0, _strides(x.shape), index), "f64")
-        at = code.address(dst[0], code.offset(dst[1], strides, index))
+        element = code.load(code.at(src, _strides(x.shape), index), "f64")
+        at = code.at(dst, strides, index)
         acc, total = code.fresh(), code.fresh()
         code.emit(f"{acc} = load double, ptr {at}",
                   *(line.format(out=total, acc=acc, x=element) for line in fold),
@@ -543,22 +548,20 @@ def _matmul(code, plan, op):
             *bi, i, j = index
             acc = None
             for t in range(k):
-                x = code.load(wa, code.offset(t, sa, (*bi, i, "0")), "f64")
-                y = code.load(wb, code.offset(t * n, sb, (*bi, "0", j)), "f64")
+                x = code.load(code.at(wa, sa, (*bi, i), t), "f64")
+                y = code.load(code.at(wb, (*sb[:-2], 1), (*bi, j), t * n), "f64")
                 name = code.fresh()
                 code.emit(f"{name} = fmul double {x}, {y}" if acc is None else
                           f"{name} = call double @llvm.fma.f64(double {x}, double {y}, "
                           f"double {acc})")
                 acc = name
-            code.store(wo, code.offset(0, so, index), acc, "f64")
+            code.store(code.at(wo, so, index), acc, "f64")
         code.nest(out.shape, body)
     else:
         ints = f"i{cblas.BITS}"
 
         def call(bi):
-            pa = code.address(wa[0], code.offset(wa[1], sa[:-2], bi))
-            pb = code.address(wb[0], code.offset(wb[1], sb[:-2], bi))
-            po = code.address(wo[0], code.offset(wo[1], so[:-2], bi))
+            pa, pb, po = code.at(wa, sa, bi), code.at(wb, sb, bi), code.at(wo, so, bi)
             code.emit(f"call void @fusegrad_dgemm(i32 {cblas.ROW_MAJOR}, i32 {cblas.NO_TRANS}, "
                       f"i32 {cblas.NO_TRANS}, {ints} {m}, {ints} {n}, {ints} {k}, double 1.0, "
                       f"ptr {pa}, {ints} {k}, ptr {pb}, {ints} {n}, double 0.0, ptr {po}, "
@@ -578,7 +581,8 @@ def compile_nests(fn):
     prefix = f"nests{next(_COUNT)}"
     hot, cold, hot_names = source(plan, prefix)
     if hot_names:
-        for name, address in zip(hot_names, straight.machine_code(hot, hot_names, OPT)):
+        for name, address in zip(hot_names, straight.machine_code(hot, hot_names, OPT,
+                                                                  vectorize="loops")):
             llvm.add_symbol(name, address)
     address = straight.machine_code(cold, f"{prefix}_entry", 0, fast_isel=True)
     text = (f"; fusegrad: @{fn.name} as LLVM loop nests (codegen/nests.py)\n{cold}"

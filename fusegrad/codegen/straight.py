@@ -370,13 +370,15 @@ def compile_straight(fn):
     return _runner(cfunc, fn), text
 
 
-def machine_code(text: str, name, opt: int = 0, vectorize: bool = True,
+def machine_code(text: str, name, opt: int = 0, vectorize: bool | str = True,
                  codegen: int | None = None, fast_isel: bool = False):
     """The address of function `name` of the LLVM module `text` (a list of addresses for a
     list of names), compiled in memory. At opt 0,
     for generic x86-64 without IR passes; above, for this CPU after LLVM's pipeline at that
-    level (a small function that runs long: a scan's loop), its loop vectorizer, unroller and
-    SLP vectorizer only if `vectorize`, and the machine code at level `codegen` (default: opt).
+    level (a small function that runs long: a scan's loop), with its loop vectorizer, unroller
+    and SLP vectorizer if `vectorize` is True, the loop vectorizer alone if it is "loops" (half
+    the compile time of many short loops), and the machine code at level `codegen` (default:
+    opt).
     At level 0 instructions are selected by SelectionDAG unless `fast_isel`."""
     import llvmlite.binding as llvm
     with _LOCK:
@@ -400,9 +402,10 @@ def machine_code(text: str, name, opt: int = 0, vectorize: bool = True,
         module.verify()
         if opt:
             tuning = llvm.PipelineTuningOptions(opt)
-            if not vectorize:
-                tuning.loop_vectorization = tuning.slp_vectorization = False
-                tuning.loop_unrolling = tuning.loop_interleaving = False
+            if vectorize is not True:
+                tuning.loop_vectorization = vectorize == "loops"
+                tuning.slp_vectorization = tuning.loop_unrolling = False
+                tuning.loop_interleaving = False
             builder = llvm.create_pass_builder(machine, tuning)
             builder.getModulePassManager().run(module, builder)
         engine = llvm.create_mcjit_compiler(module, machine)
