@@ -5,9 +5,10 @@
 Each program runs in a fresh child with empty FUSEGRAD_CACHE_DIR and NUMBA_CACHE_DIR and
 tiered execution off. The child wraps fusegrad's stage functions with timers: trace
 (api.trace_signature), passes (passes.pipeline.optimize), fusion (fuse and plan_memory), source
-(ModuleSource.build), Numba (compile.load_module), and straight LLVM (straight.compile_straight,
-straight_loops.compile_scan); "other" is the rest of the first call, mostly entry segments Numba
-compiles on their first run. Nested bodies add into the same stages.
+(ModuleSource.build), Numba (compile.load_module), and fusegrad's own LLVM, its text and
+machine code (straight.compile_straight, straight_loops.compile_scan, nests.compile_nests);
+"other" is the rest of the first call, mostly entry segments Numba compiles on their first
+run. Nested bodies add into the same stages.
 """
 
 import argparse
@@ -21,7 +22,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-STAGES = ("trace", "passes", "fusion", "source", "numba", "straight LLVM")
+STAGES = ("trace", "passes", "fusion", "source", "numba", "own LLVM")
 
 
 def child(name):
@@ -31,6 +32,7 @@ def child(name):
     import fusegrad.api as api
     import fusegrad.codegen.compile as compile_
     import fusegrad.codegen.emit as emit
+    import fusegrad.codegen.nests as nests
     import fusegrad.codegen.straight as straight
     import fusegrad.codegen.straight_loops as straight_loops
     import fusegrad.passes.pipeline as pipeline
@@ -51,8 +53,9 @@ def child(name):
                                (compile_, "fuse", "fusion"), (compile_, "plan_memory", "fusion"),
                                (emit.ModuleSource, "build", "source"),
                                (compile_, "load_module", "numba"),
-                               (straight, "compile_straight", "straight LLVM"),
-                               (straight_loops, "compile_scan", "straight LLVM")):
+                               (straight, "compile_straight", "own LLVM"),
+                               (straight_loops, "compile_scan", "own LLVM"),
+                               (nests, "compile_nests", "own LLVM")):
         timed(owner, attr, stage)
     result = compile_time.child(name, "fusegrad")
     return {"first": result["first"], "ok": result["ok"], **spent,
