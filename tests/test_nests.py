@@ -8,12 +8,19 @@ cost model leaves to Numba."""
 import threading
 
 import numpy as np
+import pytest
 
 import fusegrad as fg
 from fusegrad.codegen import nests
 from fusegrad.testing import check_grads
 
 HEADER = "; fusegrad: @"
+
+
+@pytest.fixture
+def short_too(monkeypatch):
+    """Short, fast functions take the path too (the cost model leaves them to Numba)."""
+    monkeypatch.setattr(nests, "NUMBA_SHORT_OPS", 0)
 
 
 def _pair(fun, argnums=0):
@@ -101,7 +108,7 @@ def test_a_scientists_loop_over_time_steps():
     check_grads(simulate, (u0, 0.2), order=1, backend="numba")
 
 
-def test_nan_inf_and_extrema():
+def test_nan_inf_and_extrema(short_too):
     def f(x, y):
         return (np.maximum(x, y) + np.minimum(x, y) * 2.0, np.max(x, axis=0), np.min(y, axis=1),
                 x / y, np.sum(x * y, axis=1))
@@ -114,11 +121,12 @@ def test_nan_inf_and_extrema():
         np.testing.assert_array_equal(g, w)       # nan where NumPy has nan, same infinities
 
 
-def test_empty_arrays_and_empty_reductions():
+def test_empty_arrays_and_empty_reductions(short_too):
     def f(x, w):
         return np.sum(x, axis=0), x @ w, np.sum(x) + 1.0, np.max(w, axis=1) if w.size else w
     x, w = np.zeros((0, 3)), np.ones((3, 2))
     fast = fg.jit(f, backend="numba")
+    assert _took_nests(fast, x, w)
     got, want = fast(x, w), fg.jit(f, backend="interp")(x, w)
     for g, expected in zip(got, want):
         assert g.shape == expected.shape
@@ -130,7 +138,7 @@ def test_empty_arrays_and_empty_reductions():
     np.testing.assert_array_equal(fg.jit(zero_terms, backend="numba")(a, b), np.ones((70, 2)))
 
 
-def test_bool_params_and_results_and_results_that_are_params_or_constants():
+def test_bool_params_and_results_and_results_that_are_params_or_constants(short_too):
     def f(x, mask):
         keep = mask & (x > 0.5)
         return keep, np.where(keep, x, -x), x, x, np.ones(3), x.reshape(10, 10)
@@ -195,7 +203,7 @@ def test_calls_from_many_threads_agree():
             assert a.tobytes() == b.tobytes()
 
 
-def test_math_heavy_big_arrays_stay_with_numba_and_light_ones_take_nests():
+def test_math_heavy_big_arrays_and_short_fast_functions_stay_with_numba():
     def w1(x, w, b):
         return np.sum(np.tanh(x * w + b) / (1.0 + np.exp(-x)))
     big = np.linspace(-1.0, 1.0, 200_000)
@@ -206,9 +214,12 @@ def test_math_heavy_big_arrays_stay_with_numba_and_light_ones_take_nests():
     assert nests.preferred(heavy.lower(small, small, small).ir)
     args = _mlp_args(batch=256, d=100, h=128, k=10)
     assert nests.preferred(fg.jit(fg.grad(mlp), backend="numba").lower(*args).ir)
+    scalar = fg.jit(fg.value_and_grad(lambda x: np.sin(x) * x + np.exp(-x * x)), backend="numba")
+    assert not _took_nests(scalar, 0.5)
+    np.testing.assert_allclose(scalar(0.5)[0], np.sin(0.5) * 0.5 + np.exp(-0.25), rtol=1e-15)
 
 
-def test_the_path_can_be_turned_off(monkeypatch):
+def test_the_path_can_be_turned_off(monkeypatch, short_too):
     monkeypatch.setattr(nests, "ENABLED", False)
     f = fg.jit(lambda x: np.sum(x * x, axis=0), backend="numba")
     x = np.ones((100, 3))

@@ -74,9 +74,14 @@ def supports(fn) -> bool:
 # time (an MLP's gradient, an unrolled LSTM), both run within a factor of about 2 and nests
 # compile 5 to 20 times faster. The estimate uses rough costs per element or product term on
 # this project's reference machine; only their ratios matter.
+# A short function that runs in microseconds goes to Numba too: it compiles in about a second
+# there, and a call costs 4 us instead of 8 (a ctypes call and the table of arrays: the W3
+# scalar of benchmarks/run.py).
 LIBM_NS, ELEMENT_NS, TERM_NS = 15.0, 1.0, 0.035
 NUMBA_LIBM_SHARE = 0.5          # Numba where libm would take at least this share of the time
 NUMBA_LIBM_NS = 50_000          # ... and at least this long a call
+NUMBA_SHORT_OPS = 24            # Numba for at most this many ops
+NUMBA_SHORT_NS = 20_000         # ... that take at most this long a call
 
 
 def preferred(fn) -> bool:
@@ -90,6 +95,8 @@ def preferred(fn) -> bool:
             libm += size * LIBM_NS
         else:
             other += max([size, *(v.type.size for v in op.inputs)]) * ELEMENT_NS
+    if len(fn.ops) <= NUMBA_SHORT_OPS and libm + other <= NUMBA_SHORT_NS:
+        return False
     return libm < NUMBA_LIBM_NS or libm < NUMBA_LIBM_SHARE * (libm + other)
 
 
