@@ -213,7 +213,7 @@ class Tiered:
     waits for the child, loads the compiled module from the disk cache it filled, and, where
     host steps leave segments to compile on their first run, runs it once on the first call's
     arguments, so no Numba compile is left for a user's call. Programs that compile without
-    Numba (straight-line ones, and loops of straight-line bodies: codegen.compile's
+    Numba (straight-line ones, loop nests, and loops of straight-line bodies: codegen.compile's
     without_numba) compile in the thread: llvmlite releases the GIL. Calls before and after
     the switch are each correct; they may differ in the last bits (fused loops round in
     another order than NumPy's calls).

@@ -118,7 +118,9 @@ class Executable:
 
 def compile_numba(ir: Function, parallel: bool | None = None, scan=None) -> Executable:
     """Fuse an optimized Function (passes.pipeline.optimize: api.compile_function runs it) and
-    compile the result with Numba. With scan=(num_consts, num_carry), ir is a scan's body and
+    compile the result with Numba, or, where they take it, without: as straight-line LLVM
+    (straight.py), glue on the interpreter around compiled loops, or LLVM loop nests
+    (nests.py). With scan=(num_consts, num_carry), ir is a scan's body and
     the executable also runs the whole scan (`executable.loop`): as one LLVM loop where the
     body is small f64 arithmetic (straight_loops.py), else as an njit loop where it can
     (loops.scan_source)."""
@@ -203,9 +205,9 @@ def glue_only(ir) -> bool:
 
 
 def without_numba(ir) -> bool:
-    """Whether compile_numba compiles ir with llvmlite alone (straight.py, straight_loops.py):
-    then compiling in the caller's thread is fast, and a child process would only repeat it
-    (those modules are not cached on disk)."""
+    """Whether compile_numba compiles ir with llvmlite alone (straight.py, nests.py,
+    straight_loops.py): then compiling in the caller's thread is fast, and a child process
+    would only repeat it (those modules are not cached on disk)."""
     if straight.supports(ir) or (nests.supports(ir) and nests.preferred(ir)):
         return True
     return glue_only(ir) and all(
