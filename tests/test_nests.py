@@ -225,3 +225,19 @@ def test_the_path_can_be_turned_off(monkeypatch, short_too):
     x = np.ones((100, 3))
     assert not _took_nests(f, x)
     np.testing.assert_array_equal(f(x), np.full(3, 100.0))
+
+
+def test_optimized_and_unoptimized_loops_give_the_same_bits(monkeypatch):
+    """No fast-math flags: the loops compiled at O2 (vectorized) and at level 0 agree bit for
+    bit, so which loops are hot never changes a result."""
+    monkeypatch.setattr(nests, "NUMBA_LIBM_NS", float("inf"))    # tanh-heavy, nests anyway
+    args = _mlp_args(batch=64, d=40, h=48)
+    grad = fg.value_and_grad(mlp, argnums=(0, 1, 2, 3))
+    results = []
+    for loops in (nests.HOT_LOOPS, 0):
+        monkeypatch.setattr(nests, "HOT_LOOPS", loops)
+        jitted = fg.jit(grad, backend="numba")
+        assert ("optimized:" in jitted.lower(*args).source) == bool(loops)
+        results.append(_leaves(jitted(*args)))
+    for a, b in zip(*results):
+        assert a.tobytes() == b.tobytes()

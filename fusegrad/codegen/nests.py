@@ -19,13 +19,19 @@ is one small loop nest over buffers:
   (the Numba backend's bits); a longer one calls NumPy's own ?gemm (cblas.py) per batch.
 
 Values live in buffers: the params', a result array each for the results, constants made
-once, and one arena per call for the rest, where a value's slot is reused once its last use
-has run. Bools are stored as 0.0 and 1.0. The module is split into functions of a few
-thousand lines so that LLVM's O2 pipeline (for this CPU, without fast-math flags) stays
-linear in the program's length. Elementwise math is straight.py's: IEEE arithmetic and libm,
-so sin, exp, log and tanh are NumPy's bits; there is no indexing (take, scatter) and no other
-dtype here, so nothing can go out of range. Arguments and results travel through one table of
-buffer addresses, and the entry is called through ctypes, which releases the GIL.
+once, and an arena for the rest, where a value's slot is reused once its last use has run
+(a value's slot is taken before its operands' are given back, so no nest writes over what it
+reads); a call takes an idle arena or makes one. Bools are stored as 0.0 and 1.0.
+
+Two modules: the loops that visit the most elements, up to HOT_LOOPS of them, go through
+LLVM's O2 pipeline for this CPU with its loop vectorizer (without unrolling, which doubles
+the compile time of many short loops); the rest, thousands of short loops in an unrolled
+program, are compiled at level 0 with FastISel, linear in their length. Neither uses
+fast-math flags, so the two give the same bits. Elementwise math is straight.py's: IEEE
+arithmetic and libm, so sin, exp, log and tanh are NumPy's bits; there is no indexing (take,
+scatter) and no other dtype here, so nothing can go out of range. The entry takes a table of
+the array objects themselves and reads each one's data pointer; it is called through ctypes,
+which releases the GIL. Which functions come here rather than to Numba: `preferred`.
 """
 
 from __future__ import annotations
@@ -46,9 +52,9 @@ from .templates import empty, poison_on
 
 ENABLED = os.environ.get("FUSEGRAD_NESTS", "1") != "0"
 OPT = 2
-HOT_ELEMENTS = int(os.environ.get("HOT", "1024"))
-HOT_LOOPS = int(os.environ.get("HL", "32"))
-PART_LINES = int(os.environ.get("PL", "1000"))   # lines a function: O2 grows with its size
+HOT_ELEMENTS = 1024     # a group visiting fewer is never optimized
+HOT_LOOPS = 32          # loops at O2, about 15 ms of LLVM each
+PART_LINES = 1000       # lines a function at most: LLVM's work on one grows faster
 
 _ELEMENTWISE = {*straight._FORMS, "select", "convert", "full"}
 _SHAPES = {"broadcast_in_dim", "transpose", "slice", "rev", "pad", "concatenate"}
@@ -115,6 +121,10 @@ _LIBM = {name for name, form in straight._FORMS.items() if _calls_libm(form)}
 
 
 def _typed(op) -> bool:
+    """Whether op's dtypes are the ones its code is written for, and an elementwise op's
+    operands have its shape (its loop reads them at its own flat index)."""
+    if op.prim in _ELEMENTWISE and any(v.shape != op.out.shape for v in op.inputs):
+        return False
     if op.prim == "matmul":
         return op.out.dtype == "f64" and (op.inputs[0].shape[-1] <= SMALL_DOT_K
                                           or cblas.BITS is not None)
