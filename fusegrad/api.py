@@ -214,9 +214,10 @@ class Tiered:
     host steps leave segments to compile on their first run, runs it once on the first call's
     arguments, so no Numba compile is left for a user's call. Programs that compile without
     Numba (straight-line ones, loop nests, and loops of straight-line bodies: codegen.compile's
-    without_numba) compile in the thread: llvmlite releases the GIL. Calls before and after
-    the switch are each correct; they may differ in the last bits (fused loops round in
-    another order than NumPy's calls).
+    without_numba) compile in the thread: llvmlite releases the GIL. Loop nests that Numba
+    would run notably faster (nests.numba_later: an MLP's tanh) switch once more, to Numba
+    compiled in a child. Calls before and after a switch are each correct; they may differ in
+    the last bits (fused loops and mathlib round otherwise than NumPy's calls).
 
     A compile that fails leaves the function on the interpreter, with one RuntimeWarning that
     says why. `wait()` blocks until the compiled entry is ready and returns it: `jit.lower`
@@ -249,6 +250,27 @@ class Tiered:
                 self._compile_now(leaves)
         finally:
             self._done.set()
+        if self.error is None and self.compiled.kind == "nests":
+            self._compile_numba_later()
+
+    def _compile_numba_later(self):
+        """The second tier: Numba, for loop nests it would run notably faster (their math in
+        vectorized loops), compiled in a child and switched to when ready. A failure keeps the
+        nests and is only logged."""
+        from .codegen import background, compile_numba, nests
+        if not nests.numba_later(self.ir):
+            return
+        try:
+            background.compile_in_child(self.ir, nests_ok=False)
+            with _prompt_gil_handover():
+                better = compile_numba(self.ir, nests_ok=False)
+        except Exception as e:  # noqa: BLE001 - the nests stay, and are correct
+            log_compile(f"tiered {self.ir.name}: Numba failed ({e}); staying on loop nests")
+            return
+        self.compiled = better
+        log_compile(f"tiered {self.ir.name}: the numba entry is ready after "
+                    f"{time.perf_counter() - self._start_time:.3f} s; calls switch from "
+                    f"loop nests")
 
     def _compile_now(self, leaves):
         try:

@@ -164,3 +164,24 @@ def test_the_switch_interval_is_short_while_compiling_and_restored_after(tiered_
     release.set()
     next(iter(f._entries.values()))[0].executable.wait()
     assert sys.getswitchinterval() == before
+
+
+def test_loop_nests_that_numba_runs_faster_switch_to_it_later(tiered_on, monkeypatch, capfd):
+    """Loop nests first (compiled in the thread at once), then Numba, compiled in a child, for
+    a function the cost model says Numba runs notably faster (here: any)."""
+    from fusegrad.codegen import nests
+    monkeypatch.setattr(nests, "NUMBA_SHORT_OPS", 0)            # nests take the function...
+    monkeypatch.setattr(nests, "NUMBA_LIBM_NS", float("inf"))
+    monkeypatch.setattr(nests, "NUMBA_LATER_NS", 0)             # ... and Numba is better later
+    monkeypatch.setenv("FUSEGRAD_LOG", "compile")
+    f = fg.jit(fg.value_and_grad(loss, argnums=1))
+    want_value, want_grad = reference(X, W)
+    f(X, W)
+    tier = next(iter(f._entries.values()))[0].executable
+    assert tier.wait().kind == "nests"
+    tier._thread.join(timeout=240)
+    assert tier.compiled.kind == "numba" and "def entry" in tier.compiled.source
+    assert "calls switch from loop nests" in capfd.readouterr().err
+    value, grad = f(X, W)
+    np.testing.assert_allclose(value, want_value, rtol=1e-13)
+    np.testing.assert_allclose(grad, want_grad, rtol=1e-12)

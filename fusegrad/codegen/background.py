@@ -26,12 +26,14 @@ import sys
 PRECOMPILED = "precompiled"     # the child's last stdout line when the entry is in the cache
 
 
-def compile_in_child(fn) -> bool:
+def compile_in_child(fn, nests_ok: bool = True) -> bool:
     """Compile fn in a child process, filling the disk cache; True when the whole entry was
-    compiled there (False: its host segments compile on their first call). Raises
-    RuntimeError with the child's last error line when the child fails."""
+    compiled there (False: its host segments compile on their first call). nests_ok=False:
+    with Numba, even where the loop nests would take it. Raises RuntimeError with the
+    child's last error line when the child fails."""
+    env = dict(os.environ, **({} if nests_ok else {"FUSEGRAD_NESTS": "0"}))
     proc = subprocess.run([sys.executable, "-m", "fusegrad.codegen.background"],
-                          input=pickle.dumps(fn), capture_output=True, env=dict(os.environ))
+                          input=pickle.dumps(fn), capture_output=True, env=env)
     if proc.returncode != 0:
         lines = proc.stderr.decode(errors="replace").strip().splitlines() or ["no output"]
         raise RuntimeError(f"the compile process exited with {proc.returncode}: {lines[-1]}")

@@ -97,6 +97,7 @@ class Executable:
     """The numba backend's compiled function: `exe(leaves) -> list of arrays`."""
 
     precompiled = True      # False: host steps split the entry; segments compile when first run
+    kind = "numba"          # or "straight", "glue", "nests": what compiled it
     loop = None             # a scan body's: (length, reverse, leaves) -> carry and ys
 
     def __init__(self, ir, source, kernels, clusters, run, path, fusion):
@@ -116,14 +117,16 @@ class Executable:
         return dict(zip(values, compile_numba(probe)(leaves)))
 
 
-def compile_numba(ir: Function, parallel: bool | None = None, scan=None) -> Executable:
+def compile_numba(ir: Function, parallel: bool | None = None, scan=None,
+                  nests_ok: bool = True) -> Executable:
     """Fuse an optimized Function (passes.pipeline.optimize: api.compile_function runs it) and
     compile the result with Numba, or, where they take it, without: as straight-line LLVM
     (straight.py), glue on the interpreter around compiled loops, or LLVM loop nests
     (nests.py). With scan=(num_consts, num_carry), ir is a scan's body and
     the executable also runs the whole scan (`executable.loop`): as one LLVM loop where the
     body is small f64 arithmetic (straight_loops.py), else as an njit loop where it can
-    (loops.scan_source)."""
+    (loops.scan_source). nests_ok=False compiles what the loop nests would take with Numba
+    (the second tier of api.Tiered)."""
     if straight.supports(ir) and scan is None:
         try:
             return _compile_straight(ir)
@@ -136,7 +139,7 @@ def compile_numba(ir: Function, parallel: bool | None = None, scan=None) -> Exec
             log_compile(f"straight-line LLVM scan failed for {ir.name} ({e}); using Numba")
     if scan is None and glue_only(ir):
         return _compile_glue(ir)
-    if scan is None and nests.supports(ir) and nests.preferred(ir):
+    if scan is None and nests_ok and nests.supports(ir) and nests.preferred(ir):
         try:
             return _compile_nests(ir)
         except Exception as e:  # noqa: BLE001 - Numba compiles it too, only slower
@@ -176,7 +179,9 @@ def _compile_straight(ir) -> Executable:
         print(f"// ---- generated LLVM IR for @{ir.name} ----\n{text}")
     log_compile(f"compile {ir.name}: straight-line LLVM, {len(ir.ops)} ops, "
                 f"{time.perf_counter() - start:.3f} s")
-    return Executable(ir, text, 1, None, run, None, None)
+    executable = Executable(ir, text, 1, None, run, None, None)
+    executable.kind = "straight"
+    return executable
 
 
 def _compile_nests(ir) -> Executable:
@@ -187,7 +192,9 @@ def _compile_nests(ir) -> Executable:
         print(f"// ---- generated LLVM IR for @{ir.name} ----\n{text}")
     log_compile(f"compile {ir.name}: LLVM loop nests, {len(ir.ops)} ops, "
                 f"{time.perf_counter() - start:.3f} s")
-    return Executable(ir, text, 1, None, run, None, None)
+    executable = Executable(ir, text, 1, None, run, None, None)
+    executable.kind = "nests"
+    return executable
 
 
 # A function of control flow and at most this much glue around it runs the glue on the
@@ -229,7 +236,9 @@ def _compile_glue(ir) -> Executable:
         return eval_function(ir, leaves, hosts)
     log_compile(f"compile {ir.name}: {len(hosts)} control-flow ops compiled, "
                 f"{len(ir.ops) - len(hosts)} glue ops on the interpreter")
-    return Executable(ir, text, 0, None, run, None, None)
+    executable = Executable(ir, text, 0, None, run, None, None)
+    executable.kind = "glue"
+    return executable
 
 
 def _compile_straight_scan(ir, scan) -> Executable:

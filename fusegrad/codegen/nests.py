@@ -92,6 +92,29 @@ NUMBA_SHORT_NS = 20_000         # ... that take at most this long a call
 
 def preferred(fn) -> bool:
     """Whether nests should compile fn rather than Numba (the model above)."""
+    libm, other = _estimate(fn)
+    if len(fn.ops) <= NUMBA_SHORT_OPS and libm + other <= NUMBA_SHORT_NS:
+        return False
+    return libm < NUMBA_LIBM_NS or libm < NUMBA_LIBM_SHARE * (libm + other)
+
+
+# Between the two, a function nests take may still run notably faster on Numba: an MLP's
+# gradient, whose tanh of 131 072 elements takes 4 of its 14 ms here and a few tenths there.
+# Under tiered execution such a function runs on the nests at once and switches to Numba
+# when a background compile is done (api.Tiered).
+NUMBA_LATER_SHARE = 0.1
+NUMBA_LATER_NS = 1_000_000
+
+
+def numba_later(fn) -> bool:
+    """Whether Numba would run fn, which nests take, notably faster: libm calls at least
+    NUMBA_LATER_SHARE of its estimated time and at least NUMBA_LATER_NS a call."""
+    libm, other = _estimate(fn)
+    return libm >= NUMBA_LATER_NS and libm >= NUMBA_LATER_SHARE * (libm + other)
+
+
+def _estimate(fn) -> tuple:
+    """Estimated ns a call spends in libm and in everything else."""
     libm = other = 0.0
     for op in fn.ops:
         size = op.out.type.size
@@ -101,9 +124,7 @@ def preferred(fn) -> bool:
             libm += size * LIBM_NS
         else:
             other += max([size, *(v.type.size for v in op.inputs)]) * ELEMENT_NS
-    if len(fn.ops) <= NUMBA_SHORT_OPS and libm + other <= NUMBA_SHORT_NS:
-        return False
-    return libm < NUMBA_LIBM_NS or libm < NUMBA_LIBM_SHARE * (libm + other)
+    return libm, other
 
 
 def _calls_libm(form) -> bool:
