@@ -173,27 +173,23 @@ def compile_numba(ir: Function, parallel: bool | None = None, scan=None,
 def _compile_straight(ir) -> Executable:
     """A long function of scalars and small arrays: straight-line LLVM arithmetic, no Numba
     (see straight.py)."""
-    start = time.perf_counter()
-    run, text = straight.compile_straight(ir)
-    if os.environ.get("FUSEGRAD_DEBUG", "") >= "3":
-        print(f"// ---- generated LLVM IR for @{ir.name} ----\n{text}")
-    log_compile(f"compile {ir.name}: straight-line LLVM, {len(ir.ops)} ops, "
-                f"{time.perf_counter() - start:.3f} s")
-    executable = Executable(ir, text, 1, None, run, None, None)
-    executable.kind = "straight"
-    return executable
+    return _compile_llvm(ir, straight.compile_straight, "straight", "straight-line LLVM")
 
 
 def _compile_nests(ir) -> Executable:
     """A function of f64 arrays: a loop nest an op, in LLVM, no Numba (see nests.py)."""
+    return _compile_llvm(ir, nests.compile_nests, "nests", "LLVM loop nests")
+
+
+def _compile_llvm(ir, compile_, kind: str, what: str) -> Executable:
     start = time.perf_counter()
-    run, text = nests.compile_nests(ir)
+    run, text = compile_(ir)
     if os.environ.get("FUSEGRAD_DEBUG", "") >= "3":
         print(f"// ---- generated LLVM IR for @{ir.name} ----\n{text}")
-    log_compile(f"compile {ir.name}: LLVM loop nests, {len(ir.ops)} ops, "
+    log_compile(f"compile {ir.name}: {what}, {len(ir.ops)} ops, "
                 f"{time.perf_counter() - start:.3f} s")
     executable = Executable(ir, text, 1, None, run, None, None)
-    executable.kind = "nests"
+    executable.kind = kind
     return executable
 
 
