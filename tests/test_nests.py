@@ -12,7 +12,7 @@ import pytest
 
 import fusegrad as fg
 from fusegrad.codegen import nests
-from fusegrad.testing import check_grads
+from fusegrad.testing import assert_backends_agree, check_grads
 
 HEADER = "; fusegrad: @"
 
@@ -64,6 +64,18 @@ def test_shape_ops_reductions_and_products_match_the_interpreter():
     fast, ref = _pair(shapes, (0, 1))
     assert _took_nests(fast, X, W)
     _assert_close(fast(X, W), ref(X, W))
+
+
+def test_first_calls_agree_on_eager_interp_and_numba():
+    """Nothing warmed up: each backend's first call, value and gradients (and then, that
+    numba's was the loop nests)."""
+    assert_backends_agree(fg.value_and_grad(shapes, argnums=(0, 1)), X, W, rtol=1e-12,
+                          atol=1e-14)
+    assert_backends_agree(fg.value_and_grad(mlp, argnums=(0, 1, 2, 3)), *_mlp_args(),
+                          rtol=1e-12, atol=1e-14)
+    assert _took_nests(fg.jit(fg.value_and_grad(shapes, argnums=(0, 1)), backend="numba"), X, W)
+    assert _took_nests(fg.jit(fg.value_and_grad(mlp, argnums=(0, 1, 2, 3)), backend="numba"),
+                       *_mlp_args())
 
 
 def test_shape_ops_gradients_match_finite_differences():

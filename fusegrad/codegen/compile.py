@@ -184,8 +184,14 @@ def _compile_nests(ir) -> Executable:
 def _compile_llvm(ir, compile_, kind: str, what: str) -> Executable:
     start = time.perf_counter()
     run, text = compile_(ir)
+    return _llvm_executable(ir, run, text, kind, what, start)
+
+
+def _llvm_executable(ir, run, text, kind: str, what: str, start: float) -> Executable:
+    """The Executable of a function fusegrad compiled with llvmlite alone, its text shown
+    under FUSEGRAD_DEBUG=3 and its compile logged."""
     if os.environ.get("FUSEGRAD_DEBUG", "") >= "3":
-        print(f"// ---- generated LLVM IR for @{ir.name} ----\n{text}")
+        print(f"// ---- {what} for @{ir.name}: the LLVM IR ----\n{text}")
     log_compile(f"compile {ir.name}: {what}, {len(ir.ops)} ops, "
                 f"{time.perf_counter() - start:.3f} s")
     executable = Executable(ir, text, 1, None, run, None, None)
@@ -241,11 +247,8 @@ def _compile_straight_scan(ir, scan) -> Executable:
     """A scan body of small f64 arrays: the whole scan as one LLVM loop (straight_loops.py)."""
     start = time.perf_counter()
     loop, run, text = straight_loops.compile_scan(ir, *scan)
-    if os.environ.get("FUSEGRAD_DEBUG", "") >= "3":
-        print(f"// ---- generated LLVM IR for the scan of @{ir.name} ----\n{text}")
-    log_compile(f"compile the scan of {ir.name}: straight-line LLVM loop, {len(ir.ops)} ops, "
-                f"{time.perf_counter() - start:.3f} s")
-    executable = Executable(ir, text, 1, None, run, None, None)
+    executable = _llvm_executable(ir, run, text, "straight", "straight-line LLVM scan",
+                                  start)
     executable.loop = loop
     return executable
 

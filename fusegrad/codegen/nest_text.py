@@ -50,6 +50,8 @@ class Plan:
         self.stored: set = set()        # roots that need a buffer
         self.where: dict = {}           # root -> (slot, offset in elements)
         self.consts: list = []          # arrays for the constant slots
+        self.last_use: dict = {}        # root -> the index of the last group that reads it
+        self.result_slot: dict = {}     # root -> the index of the result array it fills
         self.arena = 0
         self._group_of = {}
         self._partition()
@@ -77,7 +79,6 @@ class Plan:
 
     def _choose_stored(self):
         """A value needs a buffer unless every use is an elementwise op of its own loop."""
-        self.last_use = {}
         for g, ops in enumerate(self.groups):
             for op in ops:
                 if op.prim not in ELEMENTWISE:
@@ -95,7 +96,6 @@ class Plan:
         for p in fn.params:
             self.where[p] = (slot, 0)
             slot += 1
-        self.result_slot = {}           # a root -> the index of the result array it fills
         for i, r in enumerate(fn.results):
             root = self.of(r)
             if root in self._group_of and root not in self.result_slot:
