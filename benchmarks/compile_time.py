@@ -8,9 +8,9 @@ One child process per (program, column): it imports the library, builds the inpu
 the first call of the jitted value-and-gradient (trace + passes + compile + run), then a second
 call, and reports its peak RSS; the parent kills it past --limit seconds. Columns: `fusegrad`
 (FUSEGRAD_TIERED=0: the whole compile before the first result), `tiered` (fusegrad's default:
-the first calls run on the interpreter while a child process compiles; the child keeps calling
-until the compiled entry takes over, and reports when), `interp`, `jax` (jax.jit, where
-installed), `hand` (rnn_scan only: the RNN's value and gradient written by hand in Numba).
+the first call runs on the interpreter, the second queues the compile on the compile worker;
+the child keeps calling until the compiled entry takes over, and reports when), `interp`, `jax`
+(jax.jit, where installed), `hand` (rnn_scan only: the RNN's value and gradient written by hand in Numba).
 Every child checks its value against the plain NumPy program. The programs are written in
 plain NumPy, as users write them.
 """

@@ -119,8 +119,8 @@ def main(argv=None):
           f"backend {backend}")
 
     t0 = time.perf_counter()
-    jitted(params, x, y)        # numba is tiered: this and the next calls run on the
-    first_result = time.perf_counter() - t0     # interpreter until Numba is done
+    jitted(params, x, y)        # numba is tiered: this call runs on the interpreter, the
+    first_result = time.perf_counter() - t0     # next queues the compile (in the background)
     train(jitted, params, x, y, args.epochs, max(1, args.epochs // 10))
     acc = accuracy(params, x, y)
 

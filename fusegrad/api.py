@@ -9,10 +9,7 @@ import functools
 import gc
 import inspect
 import os
-import sys
 import threading
-import time
-import warnings
 
 import numpy as np
 
@@ -24,6 +21,7 @@ from .state import busy as _busy
 from .state import eager_transforms as _eager_state
 from .tracer.randomness import watch as watch_random
 from .tracer.tracer import _state as _tracer_state
+from .tiering import Tiered
 from .tracer.tracer import is_tracing, trace_flat
 from .tree import flatten, unflatten
 
@@ -160,7 +158,8 @@ class Lowered:
 def compile_function(fn, backend: str, tiered: bool = False):
     """Optimize fn and build an executable `run(leaves) -> list of arrays` for a backend: the
     passes run here, for every backend; codegen and the interpreter take optimized IR. With
-    `tiered`, the numba backend's executable runs on the interpreter until Numba is done."""
+    `tiered`, the numba backend's executable runs on the interpreter until it is worth
+    compiling (tiering.py)."""
     from .passes.pipeline import optimize
     ir = optimize(fn)
     if backend == "numba":
@@ -176,152 +175,6 @@ def tiered_default() -> bool:
     """FUSEGRAD_TIERED=0 turns tiered execution off everywhere (fg.jit's tiered=True is the
     default, tiered=False turns it off for one function)."""
     return os.environ.get("FUSEGRAD_TIERED", "1") != "0"
-
-
-_handover_lock = threading.Lock()
-_handovers = [0, None]          # compiles under way, and the switch interval before the first
-
-
-@contextlib.contextmanager
-def _prompt_gil_handover(interval: float = 1e-4):
-    """Python's switch interval (5 ms) made short while a compile thread runs. Loading a
-    module makes thousands of short calls into LLVM that release the GIL, and after each the
-    thread waits for a caller that keeps calling the interpreter to hand the GIL back: a whole
-    interval each time, which made a 0.5 s compile take 9 s."""
-    with _handover_lock:
-        if _handovers[0] == 0:
-            _handovers[1] = sys.getswitchinterval()
-            sys.setswitchinterval(interval)
-        _handovers[0] += 1
-    try:
-        yield
-    finally:
-        with _handover_lock:
-            _handovers[0] -= 1
-            if _handovers[0] == 0:
-                sys.setswitchinterval(_handovers[1])
-
-
-class Tiered:
-    """The numba backend's executable while Numba compiles off the caller's path.
-
-    Numba needs seconds (minutes for long unrolled programs) where the interpreter runs the
-    same optimized IR at once, at about hand-written NumPy speed. So the first calls run on
-    the interpreter while a child process compiles (codegen/background.py: a thread would
-    share the GIL with the caller, and a caller that keeps calling made the compile 2.6 times
-    slower), and the call after the compiled entry is ready switches to it. A daemon thread
-    waits for the child, loads the compiled module from the disk cache it filled, and, where
-    host steps leave segments to compile on their first run, runs it once on the first call's
-    arguments, so no Numba compile is left for a user's call. Programs that compile without
-    Numba (straight-line ones, loop nests, and loops of straight-line bodies: codegen.compile's
-    without_numba) compile in the thread: llvmlite releases the GIL. Loop nests that Numba
-    would run notably faster (nests.numba_later: an MLP's tanh) switch once more, to Numba
-    compiled in a child. Calls before and after a switch are each correct; they may differ in
-    the last bits (fused loops and mathlib round otherwise than NumPy's calls).
-
-    A compile that fails leaves the function on the interpreter, with one RuntimeWarning that
-    says why. `wait()` blocks until the compiled entry is ready and returns it: `jit.lower`
-    and everything that inspects the generated code (source, kernels) call it.
-    """
-
-    def __init__(self, ir):
-        from .runtime.interpreter import Interpreted
-        self.ir = ir
-        self.interpreted = Interpreted(ir)
-        self.compiled = None
-        self.error = None
-        self._switched = False
-        self._thread = None
-        self._done = threading.Event()
-        self._start_lock = threading.Lock()
-
-    def _start(self, leaves):
-        with self._start_lock:
-            if self._thread is None:
-                self._start_time = time.perf_counter()
-                self._thread = threading.Thread(target=self._compile, args=(leaves,),
-                                                name=f"fusegrad-compile-{self.ir.name}",
-                                                daemon=True)
-                self._thread.start()
-
-    def _compile(self, leaves):
-        try:
-            with _prompt_gil_handover():
-                self._compile_now(leaves)
-        finally:
-            self._done.set()
-        if self.error is None and self.compiled.kind == "nests":
-            self._compile_numba_later()
-
-    def _compile_numba_later(self):
-        """The second tier: Numba, for loop nests it would run notably faster (their math in
-        vectorized loops), compiled in a child and switched to when ready. A failure keeps the
-        nests and is only logged."""
-        from .codegen import background, compile_numba, nests
-        if not nests.numba_later(self.ir):
-            return
-        try:
-            background.compile_in_child(self.ir, nests_ok=False)
-            with _prompt_gil_handover():
-                better = compile_numba(self.ir, nests_ok=False)
-        except Exception as e:  # noqa: BLE001 - the nests stay, and are correct
-            log_compile(f"tiered {self.ir.name}: Numba failed ({e}); staying on loop nests")
-            return
-        self.compiled = better
-        log_compile(f"tiered {self.ir.name}: the numba entry is ready after "
-                    f"{time.perf_counter() - self._start_time:.3f} s; calls switch from "
-                    f"loop nests")
-
-    def _compile_now(self, leaves):
-        try:
-            from . import codegen           # Numba's import, too, is off the caller's path
-            from .codegen import background
-            from .codegen.compile import without_numba
-            if not without_numba(self.ir):
-                try:
-                    background.compile_in_child(self.ir)
-                except Exception as e:  # noqa: BLE001 - compile here instead, and say why
-                    log_compile(f"tiered {self.ir.name}: compiling in this process ({e})")
-            compiled = codegen.compile_numba(self.ir)
-            if leaves is not None and not getattr(compiled, "precompiled", True):
-                compiled(leaves)         # host segments compile on their first run: now
-            self.compiled = compiled
-        except Exception as e:  # noqa: BLE001 - reported on the next call, kept on interp
-            self.error = e
-
-    def __call__(self, leaves) -> list:
-        compiled = self.compiled
-        if compiled is not None:
-            if not self._switched:
-                self._switch()
-            return compiled(leaves)
-        if self._thread is None:
-            self._start([np.array(x) for x in leaves])
-        elif self.error is not None and not self._switched:
-            self._switch()
-        return self.interpreted(leaves)
-
-    def _switch(self):
-        self._switched = True
-        if self.error is not None:
-            warnings.warn(f"fusegrad: compiling @{self.ir.name} with Numba failed "
-                          f"({type(self.error).__name__}: {self.error}); its calls keep "
-                          f"running on the interpreter", RuntimeWarning, stacklevel=4)
-            return
-        log_compile(f"tiered {self.ir.name}: the numba entry is ready after "
-                    f"{time.perf_counter() - self._start_time:.3f} s; calls switch from interp")
-
-    def wait(self):
-        """The compiled executable, once Numba is done (raises what the compile raised)."""
-        self._start(None)
-        self._done.wait()
-        if self.error is not None:
-            raise self.error
-        return self.compiled
-
-    @property
-    def ready(self) -> bool:
-        return self._done.is_set()
 
 
 class Jitted:
@@ -508,9 +361,10 @@ def jit(fun=None, static_argnums=(), backend=None, tiered=True):
     """Compile fun per call signature; usable as @fg.jit or @fg.jit(static_argnums=...).
 
     With `tiered` (the default; FUSEGRAD_TIERED=0 turns it off everywhere), the numba
-    backend's first calls run on the interpreter while Numba compiles in the background, and
-    later calls run the compiled code once it is ready (see Tiered). `jitted.lower(*args)`
-    compiles and waits: call it first for compile-then-run."""
+    backend's first call of a signature runs on the interpreter, its second queues a compile
+    on the one background compile worker, and later calls run the compiled code once it is
+    ready (fusegrad/tiering.py). `jitted.lower(*args)` compiles and waits: call it first for
+    compile-then-run."""
     if fun is None:
         return functools.partial(jit, static_argnums=static_argnums, backend=backend,
                                  tiered=tiered)

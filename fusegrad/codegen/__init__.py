@@ -18,14 +18,10 @@ big 2-D kernels that would otherwise run serially run as parts on the OpenBLAS p
 GNU OpenMP threads spin for up to 300 000 rounds after each parallel loop by default, and on a
 machine with few cores they take the cores OpenBLAS threads need (an MLP step with one parallel
 kernel ran 3x slower on 2 cores); threads that sleep at once, though, take 20-40 us to wake,
-which doubles a 10**4-element kernel. So, before Numba loads OpenMP and unless set already,
+which doubles a 10**4-element kernel. So, when Numba loads OpenMP and unless set already,
 OMP_WAIT_POLICY=PASSIVE with GOMP_SPINCOUNT=1000: a thread spins a few microseconds, enough
-for back-to-back kernels, then yields its core."""
-
-import os
-
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-os.environ.setdefault("GOMP_SPINCOUNT", "1000")
+for back-to-back kernels, then yields its core. The two variables are set only while Numba
+loads OpenMP (compile.start_threads) and removed again: the user's environment stays theirs."""
 
 from .compile import Executable, cache_dir, compile_numba, njit_options
 

@@ -17,14 +17,17 @@ memory by key, so identical functions (or a new batch size) share one compilatio
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import os
+import shutil
 import sys
 import tempfile
 import threading
 import time
 import types
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -78,6 +81,54 @@ def cache_dir() -> Path:
         return Path(root)
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "fusegrad"
+
+
+_WRITABLE: set = set()      # folders this process has written to
+_PRIVATE: dict = {}         # cache folder that could not be written -> this process's own
+
+
+def writable_cache_dir() -> Path:
+    """The cache directory, or, when it cannot be created or written, a folder private to this
+    process that is deleted at exit (one RuntimeWarning says so): modules are still compiled
+    and loaded, only not kept for the next process. The compile worker is handed this folder,
+    so the parent loads what the worker compiled."""
+    folder = cache_dir()
+    if folder in _WRITABLE:
+        return folder
+    if folder in _PRIVATE:
+        return _PRIVATE[folder]
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".probe.{os.getpid()}.{threading.get_ident()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+        _WRITABLE.add(folder)
+        return folder
+    except OSError as e:
+        with _LOCK:
+            if folder not in _PRIVATE:
+                _PRIVATE[folder] = private = Path(tempfile.mkdtemp(prefix="fusegrad-"))
+                warnings.warn(f"fusegrad: the cache directory {folder} cannot be written "
+                              f"({e.strerror or e}); compiled modules go to {private}, "
+                              f"which is deleted at exit. Set FUSEGRAD_CACHE_DIR to a "
+                              f"writable folder to keep them.", RuntimeWarning, stacklevel=2)
+        return _PRIVATE[folder]
+
+
+@atexit.register
+def _remove_private() -> None:
+    """Registered before the compile worker's own handler (codegen/__init__ imports this module
+    first), so it runs after every worker has stopped writing."""
+    for private in _PRIVATE.values():
+        shutil.rmtree(private, ignore_errors=True)
+
+
+def forget_modules() -> None:
+    """Drop the modules loaded so far (the compile worker's, once their files are written)."""
+    with _LOCK:
+        for module in _MODULES.values():
+            sys.modules.pop(module.__name__, None)
+        _MODULES.clear()
 
 
 def versions() -> str:
@@ -317,12 +368,32 @@ def _numba_type(v):
     return numba.types.Array(numba.from_dtype(v.type.np_dtype), v.type.ndim, "C")
 
 
+OPENMP_DEFAULTS = {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "1000"}
+
+
+def start_threads() -> None:
+    """Start Numba's thread pool with OPENMP_DEFAULTS for the variables the user left unset
+    (codegen/__init__ says why). libgomp reads them once, when it loads; they are set for that
+    moment only, so the process's environment is as the user left it."""
+    from numba.np.ufunc import parallel
+    if parallel._is_initialized:
+        return
+    added = {k: v for k, v in OPENMP_DEFAULTS.items() if k not in os.environ}
+    os.environ.update(added)
+    try:
+        parallel._launch_threads()
+    finally:
+        for k in added:
+            os.environ.pop(k, None)
+
+
 def load_module(text: str, key: str, name: str, kernels: int, signatures: dict):
     """Import the module with this text (from memory, disk, or freshly compiled)."""
     with _LOCK:
         module = _MODULES.get(key)
         if module is not None:
             return module, module.__file__
+        start_threads()
         start = time.perf_counter()
         path = _write(text, key)
         try:
@@ -367,24 +438,23 @@ def _deep_recursion(limit: int = 100_000):
 
 def _write(text: str, key: str) -> Path:
     """The module file for key, (re)written atomically unless it already holds text."""
-    for folder in (cache_dir(), Path(tempfile.gettempdir()) / f"fusegrad-{os.getuid()}"):
-        path = folder / f"fg_{key[:32]}.py"
-        try:
-            if path.is_file() and path.read_text() == text:
-                return path
-        except (OSError, UnicodeDecodeError):
-            pass
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            tmp = folder / f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp"
-            tmp.write_text(text)
-            os.utime(tmp, (FIXED_MTIME, FIXED_MTIME))
-            os.replace(tmp, path)
+    path = writable_cache_dir() / f"fg_{key[:32]}.py"
+    try:
+        if path.is_file() and path.read_text() == text:
             return path
-        except OSError:
-            continue
-    raise OSError(f"fusegrad: cannot write the generated module to {cache_dir()} or "
-                  f"{tempfile.gettempdir()}; set FUSEGRAD_CACHE_DIR to a writable folder")
+    except (OSError, UnicodeDecodeError):
+        pass
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        tmp.write_text(text)
+        os.utime(tmp, (FIXED_MTIME, FIXED_MTIME))
+        os.replace(tmp, path)
+    except OSError as e:
+        raise OSError(f"fusegrad: cannot write the generated module {path} ({e}); set "
+                      f"FUSEGRAD_CACHE_DIR to a writable folder") from e
+    finally:
+        tmp.unlink(missing_ok=True)         # also when the compile worker is told to stop
+    return path
 
 
 def _purge_numba_cache(path: Path):
