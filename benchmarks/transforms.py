@@ -181,7 +181,114 @@ def table_remat(quick):
     assert np.allclose(grads[False], grads[True], rtol=1e-10, atol=1e-12)
 
 
-TABLES = {"ops": table_ops, "hessian": table_hessian, "remat": table_remat}
+# -- vmap ---------------------------------------------------------------------------------------
+
+def _mlp_loss(params, x, y):
+    w1, b1, w2, b2 = params
+    logits = np.tanh(x @ w1 + b1) @ w2 + b2
+    return fg.nn.logsumexp(logits, axis=-1) - (logits * y).sum()    # y one-hot
+
+
+def _mlp_params(rng):
+    return [rng.normal(size=(784, 512)) * 0.03, np.zeros(512),
+            rng.normal(size=(512, 10)) * 0.04, np.zeros(10)]
+
+
+def table_vmap(quick):
+    rng = np.random.default_rng(0)
+    params, batch = _mlp_params(rng), 64 if quick else 256
+    x, y = rng.normal(size=(batch, 784)), np.eye(10)[rng.integers(0, 10, size=batch)]
+    per_example = fg.vmap(fg.grad(_mlp_loss), in_axes=(None, 0, 0))
+    loop_grad = fg.jit(fg.grad(_mlp_loss))
+
+    def loop(params, x, y):
+        grads = [loop_grad(params, x[i], y[i]) for i in range(len(x))]
+        return [np.stack([g[k] for g in grads]) for k in range(4)]
+    cols = {"fusegrad vmap(grad), jit numba": fg.jit(per_example),
+            "fusegrad vmap(grad), jit interp": fg.jit(per_example, backend="interp"),
+            "fusegrad loop of jit(grad)": loop}
+    cols.update(_jax_vmap(batch) or {})
+    cols.update(_torch_vmap() or {})
+    print(f"\n## Per-example gradients, MLP 784-512-10, batch {batch} (f64)\n")
+    print("| implementation | time per batch |\n|---|---|")
+    want = loop(params, x, y)
+    for name, f in cols.items():
+        got = f(params, x, y)
+        assert all(np.allclose(g, w, atol=1e-10) for g, w in zip(got, want)), name
+        print(f"| {name} | {median_time(f, params, x, y, repeat=3) * 1e3:.1f} ms |")
+
+
+def _jax_vmap(batch):
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        print("\n(jax is not installed: no jax.vmap column)")
+        return None
+    jax.config.update("jax_enable_x64", True)
+
+    def loss(params, x, y):
+        w1, b1, w2, b2 = params
+        logits = jnp.tanh(x @ w1 + b1) @ w2 + b2
+        return jax.nn.logsumexp(logits) - (logits * y).sum()
+    f = jax.jit(jax.vmap(jax.grad(loss), in_axes=(None, 0, 0)))
+    return {"jax.jit(jax.vmap(jax.grad))": lambda p, x, y: [np.asarray(g) for g in f(p, x, y)]}
+
+
+def _torch_vmap():
+    try:
+        import torch
+        from torch.func import grad, vmap
+    except ImportError:
+        print("\n(torch is not installed: no torch.func.vmap column)")
+        return None
+
+    def loss(params, x, y):
+        w1, b1, w2, b2 = params
+        logits = torch.tanh(x @ w1 + b1) @ w2 + b2
+        return torch.logsumexp(logits, -1) - (logits * y).sum()
+    f = vmap(grad(loss), in_dims=(None, 0, 0))
+
+    def run(p, x, y):
+        out = f([torch.from_numpy(a) for a in p], torch.from_numpy(x), torch.from_numpy(y))
+        return [g.numpy() for g in out]
+    return {"torch.func.vmap(grad)": run}
+
+
+# -- jac ------------------------------------------------------------------------------------------
+
+def _residuals(theta, t, data):
+    """A curve fit's residuals: a sum of 10 damped oscillators (5 parameters each)."""
+    p = theta.reshape(10, 5)
+    model = (p[:, 0:1] * np.exp(-p[:, 1:2] ** 2 * t) * np.sin(p[:, 2:3] * t + p[:, 3:4])
+             + p[:, 4:5]).sum(0)
+    return model - data
+
+
+def table_jac(quick):
+    rng = np.random.default_rng(0)
+    t, theta = np.linspace(0, 5, 1000), rng.normal(size=50) * 0.5
+    data = _residuals(theta, t, np.zeros(1000)) + 0.01 * rng.normal(size=1000)
+    print("\n## Jacobian of 1000 residuals with respect to 50 parameters\n")
+    print("| form | backend | time per call | first call |\n|---|---|---|---|")
+    ref = None
+    for name, jac in (("jacfwd", fg.jacfwd), ("jacrev", fg.jacrev)):
+        for backend in ("numba", "interp", "eager"):
+            if backend == "eager" and quick and name == "jacrev":
+                continue
+            f = fg.jit(jac(_residuals), backend=backend)
+            t0 = time.perf_counter()
+            out = f(theta, t, data)
+            first = time.perf_counter() - t0
+            ref = out if ref is None else ref
+            assert out.shape == (1000, 50) and np.allclose(out, ref, atol=1e-10), name
+            repeat = 1 if backend == "eager" else 5
+            print(f"| {name} | {backend} | {median_time(f, theta, t, data, repeat=repeat) * 1e3:.2f}"
+                  f" ms | {first:.2f} s |")
+
+
+TABLES = {"ops": table_ops, "hessian": table_hessian, "remat": table_remat, "vmap": table_vmap,
+          "jac": table_jac}
 
 
 def main(argv=None):

@@ -297,62 +297,71 @@ def _eager_jvp(fun, primals, tangents):
 
 
 # -- Jacobians from jvp columns or vjp rows --------------------------------------------------
+#
+# Inside a trace the basis is mapped with fg.vmap (one batched pass, not one per element);
+# eagerly it is a loop of f_jvp or pullback calls on the recorded graph.
 
-def _units(leaves):
-    """(j, unit): for each leaf j and each of its elements, all-zero leaves but a 1 there."""
-    zeros = [np.zeros(fnp._shape(x), fnp._dtype(x)) for x in leaves]
-    for j, z in enumerate(zeros):
-        for k in range(z.size):
-            units = list(zeros)
-            units[j] = np.zeros_like(z)
-            units[j].reshape(-1)[k] = 1
-            yield units
+def _basis(leaves):
+    """Per leaf, the stacked unit directions of all the leaves' elements: leaf j's array has
+    shape (N,) + leaf j's shape, N the total number of elements, row k a 1 at element k."""
+    sizes = [int(np.prod(fnp._shape(x))) for x in leaves]
+    eye = np.eye(sum(sizes), dtype=np.result_type(*[fnp._dtype(x) for x in leaves]))
+    cols = np.split(eye, np.cumsum(sizes)[:-1], axis=1)
+    return [c.reshape((len(eye),) + tuple(fnp._shape(x))).astype(fnp._dtype(x))
+            for c, x in zip(cols, leaves)]
+
+
+def _mapped(linear, basis, n_out):
+    """linear applied to each row of the basis: per output leaf, the results stacked."""
+    if is_tracing():
+        from .vmap import vmap
+        return flatten(vmap(lambda *units: linear(list(units)))(*basis))[0]
+    outs = [[] for _ in range(n_out)]
+    for k in range(len(basis[0])):
+        for i, o in enumerate(flatten(linear([b[k] for b in basis]))[0]):
+            outs[i].append(o)
+    return [fnp.stack(o, axis=0) for o in outs]
 
 
 def _jacobian_columns(out, f_jvp, chosen, has_aux, single: bool):
-    """J[i][j] = d out_leaf_i / d in_leaf_j from one f_jvp per element of each input leaf."""
+    """J[i][j] = d out_leaf_i / d in_leaf_j from f_jvp of each input element's direction."""
     out_leaves, in_leaves = flatten(out)[0], flatten(tuple(chosen))[0]
     arg_trees = [flatten(c)[1] for c in chosen]
-    cols = [[] for _ in out_leaves]
-    for units in _units(in_leaves):
+
+    def column(units):
         dot = f_jvp(*unflatten_per_arg(arg_trees, units))
-        for i, d in enumerate(flatten(dot[0] if has_aux else dot)[0]):
-            cols[i].append(d)
+        return dot[0] if has_aux else dot
+    cols = _mapped(column, _basis(in_leaves), len(out_leaves))
     return _assemble(out, chosen, cols, single, rows=False)
 
 
 def _jacobian_rows(out, pullback, chosen, single: bool):
-    """J[i][j] from one pullback per element of each output leaf."""
+    """J[i][j] from the pullback of each output element's direction."""
     out_leaves, out_tree = flatten(out)
-    rows = [[] for _ in flatten(tuple(chosen))[0]]
-    for units in _units(out_leaves):
-        for j, r in enumerate(flatten(pullback(unflatten(out_tree, units)))[0]):
-            rows[j].append(r)
+    n_in = len(flatten(tuple(chosen))[0])
+    rows = _mapped(lambda units: pullback(unflatten(out_tree, units)), _basis(out_leaves), n_in)
     return _assemble(out, chosen, rows, single, rows=True)
 
 
 def _assemble(out, chosen, parts, single, rows):
-    """The Jacobian blocks, out leaf i by in leaf j, from the rows (parts[j]: one per element
-    of the out leaves, in order) or columns (parts[i]: one per element of the in leaves)."""
+    """The blocks, out leaf i by in leaf j, from the stacked rows (parts[j]: the pullbacks of
+    every out element) or columns (parts[i]: the jvps of every in element)."""
     out_leaves, out_tree = flatten(out)
     in_leaves, in_tree = flatten(tuple(chosen))
-    o_sizes = [int(np.prod(fnp._shape(o))) for o in out_leaves]
-    i_sizes = [int(np.prod(fnp._shape(x))) for x in in_leaves]
+    o_ends = np.cumsum([0] + [int(np.prod(fnp._shape(o))) for o in out_leaves])
+    i_ends = np.cumsum([0] + [int(np.prod(fnp._shape(x))) for x in in_leaves])
     blocks = []
     for i, o in enumerate(out_leaves):
+        o_shape = tuple(fnp._shape(o))
         inner = []
         for j, x in enumerate(in_leaves):
-            shape = tuple(fnp._shape(o)) + tuple(fnp._shape(x))
+            x_shape = tuple(fnp._shape(x))
             if rows:
-                start = sum(o_sizes[:i])
-                part = parts[j][start:start + o_sizes[i]]
-                block = fnp.stack(part, axis=0) if part else None
+                block = parts[j][o_ends[i]:o_ends[i + 1]]
             else:
-                start = sum(i_sizes[:j])
-                part = parts[i][start:start + i_sizes[j]]
-                block = fnp.stack(part, axis=-1) if part else None
-            inner.append(np.zeros(shape, fnp._dtype(o)) if block is None
-                         else fnp.reshape(block, shape))
+                block = parts[i][i_ends[j]:i_ends[j + 1]]
+                block = fnp.transpose(block, tuple(range(1, len(o_shape) + 1)) + (0,))
+            inner.append(fnp.reshape(block, o_shape + x_shape))
         nested = unflatten(in_tree, inner)
         blocks.append(nested[0] if single else nested)
     return unflatten(out_tree, blocks)
