@@ -67,7 +67,7 @@ def scan(ctx, op: Op, tan):
     ins = op.inputs
     consts, xs = range(nc), range(nc + nk, len(ins))
     fixed = [i for i in list(consts) + list(xs) if ins[i] in tan]
-    carries = _carried(body, fixed, [nc], nk)
+    carries = _carried(body, fixed + [nc + k for k in range(nk) if ins[nc + k] in tan], [nc], nk)
     dotted = set(fixed) | {nc + k for k in carries}
     ys = [k for k in _active_results(body, sorted(dotted)) if k >= nk]
     new_body = _tangent_body(body, [(consts, dotted), (range(nc, nc + nk), dotted),
