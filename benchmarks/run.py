@@ -617,6 +617,10 @@ def parse(argv):
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["transforms"]:     # forward mode, vmap, remat: benchmarks/transforms.py
+        import transforms
+        return transforms.main(argv[1:])
     opts = parse(argv)
     if opts.json and opts.only:  # a child: records on stdout, nothing else
         cols = [c for g in opts.groups for c in GROUPS[g]]

@@ -107,9 +107,9 @@ def vjp(fun, *primals):
     one gradient per primal, each in that primal's structure. vjp_fn may be called many times.
     """
     for i, p in enumerate(primals):
-        _check_float_leaves(p, i, "vjp")
+        check_float_leaves(p, i, "vjp")
     if is_tracing():
-        with _gc_paused():
+        with gc_paused():
             return _traced_vjp(fun, primals)
     return _eager_vjp(fun, primals)
 
@@ -122,14 +122,14 @@ def hessian(fun, argnums=0):
     """
     @functools.wraps(fun)
     def hessian_fun(*args):
-        nums = _argnums(argnums, len(args), "hessian")
+        nums = chosen_argnums(argnums, len(args), "hessian")
         chosen = [args[i] for i in nums]
 
         def grad_of_chosen(*xs):
-            return grad(fun, argnums=nums)(*_replace_args(args, nums, xs))
+            return grad(fun, argnums=nums)(*replace_args(args, nums, xs))
 
         g, vjp_fn = vjp(grad_of_chosen, *chosen)
-        return _jacobian_rows(g, vjp_fn, chosen, isinstance(argnums, int))
+        return jacobian_rows(g, vjp_fn, chosen, isinstance(argnums, int))
     return hessian_fun
 
 
@@ -179,7 +179,7 @@ def elementwise_grad(fun, argnums=0):
 
 # -- shared checks ----------------------------------------------------------------------------
 
-def _argnums(argnums, nargs: int, who: str) -> tuple:
+def chosen_argnums(argnums, nargs: int, who: str) -> tuple:
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     if not nums:
         raise ValueError(f"{who}: argnums must name at least one argument")
@@ -192,7 +192,7 @@ def _argnums(argnums, nargs: int, who: str) -> tuple:
     return tuple(out)
 
 
-def _check_float_leaves(arg, argnum: int, who: str) -> None:
+def check_float_leaves(arg, argnum: int, who: str) -> None:
     for x in flatten(arg)[0]:
         if not isinstance(x, float) and fnp._dtype(x).kind != "f":
             fix = (f"pass {float(x)!r} instead of {x!r}" if isinstance(x, (int, np.generic))
@@ -205,7 +205,7 @@ def _fmt_shape(shape) -> str:
     return "[" + ", ".join(str(n) for n in shape) + "]"
 
 
-def _split_output(out, has_aux: bool, who: str):
+def split_output(out, has_aux: bool, who: str):
     """(value, aux) of fun's output, with clear errors for misuse of has_aux."""
     if has_aux:
         if not isinstance(out, (tuple, list)) or len(out) != 2:
@@ -230,10 +230,10 @@ def _split_output(out, has_aux: bool, who: str):
 
 
 def _value_and_grad(fun, args, kwargs, argnums, has_aux, who):
-    nums = _argnums(argnums, len(args), who)
+    nums = chosen_argnums(argnums, len(args), who)
     for i in nums:
-        _check_float_leaves(args[i], i, who)
-    with _gc_paused():      # the tape, like a trace, is many small objects alive until the end
+        check_float_leaves(args[i], i, who)
+    with gc_paused():      # the tape, like a trace, is many small objects alive until the end
         if is_tracing():
             value, aux, grads = _traced_value_and_grad(fun, args, kwargs, nums, has_aux, who)
         else:
@@ -241,7 +241,7 @@ def _value_and_grad(fun, args, kwargs, argnums, has_aux, who):
     return value, aux, (grads[0] if isinstance(argnums, int) else tuple(grads))
 
 
-def _replace_args(args, nums, new) -> list:
+def replace_args(args, nums, new) -> list:
     full = list(args)
     for i, x in zip(nums, new):
         full[i] = x
@@ -251,7 +251,7 @@ def _replace_args(args, nums, new) -> list:
 # -- inside a trace: trace, differentiate the inner Function, inline ------------------------
 
 @contextlib.contextmanager
-def _gc_paused():
+def gc_paused():
     """Suspend the cyclic garbage collector while building IR or an eager tape.
 
     Tracing allocates millions of small acyclic objects (Values, Ops, tracers), and the tape
@@ -270,7 +270,7 @@ def _gc_paused():
         gc.enable()
 
 
-def _trace_inner(fun, chosen, name):
+def trace_inner(fun, chosen, name):
     """Trace fun over the leaves of the `chosen` arguments (everything else it reads is
     closed over: outer tracers become captured params, concrete values constants).
 
@@ -285,31 +285,31 @@ def _trace_inner(fun, chosen, name):
     avals = [(x.aval, x.weak) if isinstance(x, Tracer) else leaf_type(x) for x in leaves]
 
     def flat_fun(*tracers):
-        return fun(*_unflatten_per_arg(trees, tracers))
+        return fun(*unflatten_per_arg(trees, tracers))
 
     fn, out_tree, captures = trace_flat(flat_fun, [t for t, _ in avals], name,
                                         weak=[w for _, w in avals])
     return fn, out_tree, trees, leaves + list(captures)
 
 
-def _unflatten_per_arg(trees, leaves) -> list:
+def unflatten_per_arg(trees, leaves) -> list:
     it = iter(leaves)
     return [unflatten(tree, [next(it) for _ in range(num_leaves(tree))]) for tree in trees]
 
 
 def _traced_value_and_grad(fun, args, kwargs, nums, has_aux, who):
     def inner(*xs):
-        return _split_output(fun(*_replace_args(args, nums, xs), **kwargs), has_aux, who)
+        return split_output(fun(*replace_args(args, nums, xs), **kwargs), has_aux, who)
 
-    fn, out_tree, trees, inputs = _trace_inner(inner, [args[i] for i in nums],
+    fn, out_tree, trees, inputs = trace_inner(inner, [args[i] for i in nums],
                                                f"{who}_{_name(fun)}")
     n = sum(num_leaves(t) for t in trees)
-    outs = _inline_consumed(autodiff.vjp(fn, range(n), outputs=(0,)), inputs)
+    outs = inline_consumed(autodiff.vjp(fn, range(n), outputs=(0,)), inputs)
     value, aux = unflatten(out_tree, outs[:len(fn.results)])
-    return value, aux, _unflatten_per_arg(trees, outs[len(fn.results):])
+    return value, aux, unflatten_per_arg(trees, outs[len(fn.results):])
 
 
-def _inline_consumed(fn, args) -> list:
+def inline_consumed(fn, args) -> list:
     """inline(fn, args) for a Function used nowhere else: its ops move into the current trace.
 
     Values are compared by identity and fn is discarded, so an op whose inputs are all
@@ -329,7 +329,7 @@ def _inline_consumed(fn, args) -> list:
 
 
 def _traced_vjp(fun, primals):
-    fn, out_tree, trees, inputs = _trace_inner(fun, primals, f"vjp_{_name(fun)}")
+    fn, out_tree, trees, inputs = trace_inner(fun, primals, f"vjp_{_name(fun)}")
     n_params = sum(num_leaves(t) for t in trees)
     out = unflatten(out_tree, inline(fn, inputs))
     cache = []
@@ -340,7 +340,7 @@ def _traced_vjp(fun, primals):
                                       cotangent_params=True))
         cts = _cotangent_leaves(cotangent, out_tree, fn.result_types)
         outs = inline(cache[0], inputs + cts)
-        return tuple(_unflatten_per_arg(trees, outs[len(fn.results):]))
+        return tuple(unflatten_per_arg(trees, outs[len(fn.results):]))
     return out, vjp_fn
 
 
@@ -416,11 +416,11 @@ def _eager_value_and_grad(fun, args, kwargs, nums, has_aux, who):
     nested = _outer_needs_graph(args)
     with _eager_scope():
         trees, inputs, new_args = _eager_inputs([args[i] for i in nums])
-        out = fun(*_replace_args(args, nums, new_args), **kwargs)
-        value, aux = _split_output(out, has_aux, who)
+        out = fun(*replace_args(args, nums, new_args), **kwargs)
+        value, aux = split_output(out, has_aux, who)
         grads = _eager_grads([value], inputs, None, create_graph=nested)
     value = value if isinstance(value, Tensor) else np.asarray(value)
-    grads = _unflatten_per_arg(trees, grads)
+    grads = unflatten_per_arg(trees, grads)
     return _finish(value, nested), _finish(aux, nested), _finish(grads, nested)
 
 
@@ -439,13 +439,13 @@ def _eager_vjp(fun, primals):
         keep = nested or _outer_needs_graph([cotangent])
         grads = _eager_grads(out_leaves, inputs, ct_leaves, create_graph=keep,
                              retain_graph=True)
-        return tuple(_finish(_unflatten_per_arg(trees, grads), keep))
+        return tuple(_finish(unflatten_per_arg(trees, grads), keep))
     return _finish(out, nested), vjp_fn
 
 
 # -- Jacobians from vjp rows (hessian) ------------------------------------------------------
 
-def _jacobian_rows(out, vjp_fn, chosen, single: bool):
+def jacobian_rows(out, vjp_fn, chosen, single: bool):
     """J[i][j] = d out_leaf_i / d in_leaf_j, one vjp per element of each output leaf.
 
     `out` has the structure of the tuple `chosen`; so has the result, at both levels, and for

@@ -87,6 +87,14 @@ def test_every_differentiable_primitive_has_a_test_case():
     assert _missing(lambda p: p.name in covered or p.name in NON_DIFFERENTIABLE) == []
 
 
+def test_every_primitive_has_a_batching_rule_or_the_declared_fallback():
+    """fg.vmap's rule (ir/batching.py), or FALLBACK: a scan over the batch, with a warning."""
+    from fusegrad.ir.batching import FALLBACK
+    assert _missing(lambda p: callable(p.batch) or p.batch == FALLBACK) == []
+    assert {p.name for p in PRIMITIVES.values() if p.batch == FALLBACK} >= {"take", "scan"}
+    assert callable(PRIMITIVES["tanh"].batch) and callable(PRIMITIVES["matmul"].batch)
+
+
 def test_elementwise_domains_name_samplers():
     d = Domains(0, 0.2)
     for p in PRIMITIVES.values():

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from . import (composites, control, custom, elementwise, linalg, reductions,  # noqa: F401
                special, structural)  # they register
+from .batching import install as _install_batching
 from .registry import PRIMITIVES, Prim, Primitive, ShapeError, infer_types, names
+
+_install_batching()
 
 ELEMENTWISE = names("elementwise")
 REDUCTIONS = frozenset(p for p in names("reduction") if p.startswith("reduce_"))

@@ -26,6 +26,8 @@ A primitive is a name, as in jax.lax. Its entry, written once in one of the cate
     regions     control flow (control.py): the params that hold nested Functions (a loop's
                 body, a cond's branches), which the printer, parser, verifier, DOT drawing
                 and passes look into
+    batch       fg.vmap's rule for operands with a leading batch axis, or batching.FALLBACK
+                (a scan over the batch); filled per category by batching.install()
 
 The derivative is the one thing not here: VJP rules live in fusegrad/formulas/, the one derivative
 table, keyed by the same names (or listed there as NON_DIFFERENTIABLE).
@@ -74,6 +76,7 @@ class Primitive:
     domain: tuple = ()
     section: str = ""
     regions: tuple = ()
+    batch: Callable | str | None = None
 
     def __repr__(self) -> str:
         return f"<primitive {self.name}: {self.category}>"

@@ -162,7 +162,7 @@ def _apply_rule(ctx, op: Op, cts, active) -> None:
     for v, ct in zip(op.inputs, in_cts):
         if ct is None or v not in active:
             continue
-        ct = unbroadcast_and_cast(_as_tracer(ctx, ct, v), v.type.shape, v.type.dtype)
+        ct = unbroadcast_and_cast(as_tracer(ctx, ct, v), v.type.shape, v.type.dtype)
         _accumulate(ctx, cts, v, ctx.read(ct))
 
 
@@ -171,7 +171,7 @@ def _wrap(ctx, values):
     return tracers[0] if len(tracers) == 1 else tuple(tracers)
 
 
-def _as_tracer(ctx, ct, v: Value) -> Tracer:
+def as_tracer(ctx, ct, v: Value) -> Tracer:
     """A rule's cotangent as a tracer; constants (a rule's `0.0`) become full of v's shape."""
     if isinstance(ct, Tracer):
         return ct
