@@ -321,3 +321,20 @@ def test_fnp_functions_under_jit():
 def test_eager_backend_agrees_on_plain_numpy():
     f = NUMPY_CASES["broadcast 3-d"][0]
     assert_same(fg.jit(f, backend="eager")(A3, X), run(f, A3, X))
+
+
+def test_a_traced_integer_scalar_indexes_like_numpy():
+    """logits[y] with y a jitted int argument (softmax regression's label): a gather, not an
+    == against Ellipsis on the tracer; out of range raises IndexError on every backend."""
+    def f(logits, y):
+        return logits[y] - np.log(np.sum(np.exp(logits)))
+    logits = np.array([0.1, 0.5, -0.3])
+    p = np.exp(logits) / np.sum(np.exp(logits))
+    for backend in ("eager", "interp", "numba"):
+        jitted = fg.jit(f, backend=backend, tiered=False)
+        grad = fg.jit(fg.grad(f), backend=backend, tiered=False)
+        for y in (1, -1):
+            np.testing.assert_allclose(jitted(logits, y), f(logits, y), rtol=1e-14)
+            np.testing.assert_allclose(grad(logits, y), np.eye(3)[y] - p, rtol=1e-12)
+        with pytest.raises(IndexError, match="out of bounds"):
+            jitted(logits, 3)

@@ -200,7 +200,7 @@ class Tracer(ArrayMethods):
         one raises (ctx.read) instead of silently keeping the old numbers."""
         out = ArrayMethods.__getitem__(self, key)
         keys = key if isinstance(key, tuple) else (key,)
-        if isinstance(out, Tracer) and (out.ndim or Ellipsis in keys) and all(
+        if isinstance(out, Tracer) and (out.ndim or any(k is Ellipsis for k in keys)) and all(
                 k is None or k is Ellipsis or isinstance(k, (int, np.integer, slice))
                 for k in keys):
             root = self if self.base is None else self.base[0]
