@@ -120,12 +120,13 @@ class Tiered:
     def compile(self, worker, leaves) -> None:
         """The first tier's compile, run by a slot (or the calling thread, worker None)."""
         from . import codegen
+        from .codegen import nests
         from .codegen.compile import without_numba
         from .codegen.worker import WorkerDied
         try:
             if worker is not None and not without_numba(self.ir):
-                try:
-                    worker.compile(self.ir, nests_ok=True)
+                try:                        # the child decides as this process would
+                    worker.compile(self.ir, nests_ok=nests.ENABLED)
                 except WorkerDied:
                     raise
                 except Exception as e:  # noqa: BLE001 - compile here instead, and say why
@@ -139,7 +140,6 @@ class Tiered:
         finally:
             self._done.set()
         if self.compiled is not None and self.compiled.kind == "nests":
-            from .codegen import nests
             if worker is not None and nests.numba_later(self.ir):
                 COMPILES.submit(self, None, second=True)
 
