@@ -31,6 +31,7 @@ import struct
 import subprocess
 import sys
 import threading
+import warnings
 
 _LENGTH = struct.Struct("<Q")
 PARENT_CHECK_S = 0.5        # how often the child looks for its parent
@@ -202,6 +203,7 @@ def _serve(parent: int) -> None:
     replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())      # prints must not break the replies
     requests = sys.stdin.buffer
+    warnings.simplefilter("ignore")     # Numba's performance notes are not the user's to read
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
     from . import compile as compile_module
     while True:
