@@ -23,7 +23,7 @@ from ..ir.types import TensorType, dtype_name
 from ..methods import ArrayMethods
 from ..state import add_busy
 from ..tree import flatten
-from .location import user_location
+from .location import call_located, user_location
 
 class _State(threading.local):
     stack = None        # a class default, so the first read in a thread does not raise
@@ -369,7 +369,7 @@ def trace_flat(fun, in_types, name, weak=None, hints=None):
     hints = hints or [None] * len(in_types)
     with TraceContext(name) as ctx:
         tracers = [ctx.new_param(t, h, w) for t, h, w in zip(in_types, hints, weak)]
-        leaves, out_tree = flatten(fun(*tracers))
+        leaves, out_tree = flatten(call_located(fun, *tracers))
         results = [ctx.read(leaf) for leaf in leaves]
     fn = ctx.builder.build(results)
     return fn, out_tree, [outer for outer, _ in ctx.captures]
