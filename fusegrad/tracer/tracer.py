@@ -20,10 +20,10 @@ from ..dispatch import level
 from ..ir.core import Builder, Function, Value
 from ..ir.primitives import ELEMENTWISE, UNARY_FLOAT, ShapeError
 from ..ir.types import TensorType, dtype_name
-from ..methods import ArrayMethods
 from ..state import add_busy
 from ..tree import flatten
 from .location import call_located, user_location
+from .methods import ArrayMethods
 
 class _State(threading.local):
     stack = None        # a class default, so the first read in a thread does not raise
