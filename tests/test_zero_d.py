@@ -90,6 +90,9 @@ def _custom(x, y):
     return custom_mul_sin(x, y)
 
 
+ODE = dict(rhs=fg.make_ir(lambda y, t, k: -k * y)(np.zeros(1), 0.0, 0.0), method="RK45",
+           rtol=1e-8, atol=1e-8, t_end=None, max_step=0.0, mxstep=0)    # a 0-d operand k
+
 CASES = {
     **_elementwise_cases(),
     "select": (lambda p, a, b: lax.select(p, a, b), [np.bool_(False), _x(), _x(-1.5)]),
@@ -139,6 +142,8 @@ CASES = {
     "cond": (lambda p, x: lax.cond(p, lambda a: a * 2.0, lambda a: a - 1.0, x),
              [np.bool_(True), _x()]),
     "custom_vjp_call": (_custom, [_x(), _x(-0.4)]),
+    "ode_solve": (lambda k, y0: bind("ode_solve", lax.reshape(y0, (1,)), np.array([0.0, 0.5]),
+                                     k, **ODE), [_x(), _x(1.5)]),
 }
 NOT_DIFFERENTIATED = {"while_loop": "no reverse mode under jit (as JAX)"}
 # The f64 scalars straight.py takes: those with a straight-line form and a derivative made of

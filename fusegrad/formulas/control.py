@@ -15,6 +15,9 @@ cond is differentiated through a cond of the branches' VJPs (each recomputes its
 forward values). A traced while_loop has no reverse mode, as in JAX: its trip count is unknown
 when the program is traced, so no buffer can be sized for its residuals.
 
+ode_solve is differentiated by the adjoint method: ode_solves of the augmented system, backward
+through each interval between time points, whose right-hand side is the VJP of the op's.
+
 Called by the eager engine on concrete values (a control op bound on tensors directly), the
 rules run the same VJPs as Python loops, recording under create_graph like any rule.
 

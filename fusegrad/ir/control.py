@@ -1,5 +1,6 @@
 """Structured control flow: scan, while_loop and cond, each one op holding its body (or its
-branches) as nested Functions in its params, as JAX's scan_p, while_p and cond_p hold jaxprs.
+branches) as nested Functions in its params, as JAX's scan_p, while_p and cond_p hold jaxprs;
+and ode_solve, SciPy's ODE solvers on a right-hand side held the same way (at the end).
 
 A nested Function is closed: whatever the enclosing code computes and the body reads comes in
 as an explicit operand (`consts`), so a body is a Function like any other, printed, parsed,
@@ -210,14 +211,14 @@ def _ode_solve(y0, t, *xs, rhs, method, rtol, atol, t_end, max_step, mxstep):
         if info["message"] != "Integration successful.":
             raise RuntimeError(f"scipy.integrate.odeint failed: {info['message']}")
         return ys
-    if t.shape[0] == 1:
-        return y0[None]
-    res = _scipy("solve_ivp")(lambda s, y: f(y, s), (t[0], t[-1] if t_end is None else t_end),
-                              y0, method=method, t_eval=t, rtol=rtol, atol=atol,
-                              max_step=max_step or np.inf)
+    end = t[-1] if t_end is None else t_end
+    if end == t[0]:                         # nothing to integrate (an empty backward interval)
+        return np.repeat(y0[None], t.shape[0], 0)
+    res = _scipy("solve_ivp")(lambda s, y: f(y, s), (t[0], end), y0, method=method,
+                              t_eval=t[1:], rtol=rtol, atol=atol, max_step=max_step or np.inf)
     if not res.success:
         raise RuntimeError(f"scipy.integrate.solve_ivp ({method}) failed: {res.message}")
-    return res.y.T
+    return np.concatenate([y0[None], res.y.T])     # y(t[0]) is y0, as SciPy's own result
 
 
 define("ode_solve", "host", _ode_rule, _ode_solve, section=SECTION, regions=("rhs",),
