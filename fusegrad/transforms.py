@@ -34,6 +34,7 @@ from .runtime.grad_mode import enable_grad
 from .runtime.signature import leaf_type
 from .runtime.tensor import Tensor, tensor
 from .state import add_busy, eager_transforms
+from .tracer.location import call_located
 from .tracer.tracer import Tracer, inline, is_tracing, trace_flat
 from .tracer.tracer import _current as current_trace
 from .tree import flatten, num_leaves, unflatten
@@ -416,8 +417,8 @@ def _eager_value_and_grad(fun, args, kwargs, nums, has_aux, who):
     nested = _outer_needs_graph(args)
     with _eager_scope():
         trees, inputs, new_args = _eager_inputs([args[i] for i in nums])
-        out = fun(*replace_args(args, nums, new_args), **kwargs)
-        value, aux = split_output(out, has_aux, who)
+        value, aux = call_located(lambda: split_output(
+            fun(*replace_args(args, nums, new_args), **kwargs), has_aux, who))
         grads = _eager_grads([value], inputs, None, create_graph=nested)
     value = value if isinstance(value, Tensor) else np.asarray(value)
     grads = unflatten_per_arg(trees, grads)
@@ -428,7 +429,7 @@ def _eager_vjp(fun, primals):
     nested = _outer_needs_graph(primals)
     with _eager_scope():
         trees, inputs, new_args = _eager_inputs(primals)
-        out = fun(*new_args)
+        out = call_located(fun, *new_args)
     out_leaves, out_tree = flatten(out)
 
     def vjp_fn(cotangent):

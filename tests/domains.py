@@ -181,7 +181,12 @@ def control_cases(d: Domains) -> dict:
         return lambda a, b: bind("cond", np.array(pred), a, b, true_branch=branches[0],
                                  false_branch=branches[1])
     rnn = [0.5 * d.normal(2, 2), d.normal(2), d.normal(3, 2)]
+    rhs = make_ir(lambda y, t, k: -k * y + np.sin(t))(v, np.float64(0.0), v)
+    ode = dict(rhs=rhs, method="odeint", rtol=1e-11, atol=1e-11, t_end=None, max_step=0.0,
+               mxstep=0)
     return {
+        "ode_solve": (lambda y0, k: bind("ode_solve", y0, np.array([0.0, 0.4, 1.0]), k, **ode),
+                      [d.normal(2), d.positive(2)]),
         "scan": (scan(False), rnn),
         "scan_reverse": (scan(True), [x.copy() for x in rnn]),
         "while_loop": (lambda x: bind("while_loop", x, cond=small, body=grow, cond_nconsts=0,

@@ -245,3 +245,94 @@ def test_unknown_backend():
 def test_bad_axis():
     with pytest.raises(np.exceptions.AxisError, match="axis 2 is out of bounds"):
         jit(lambda x: np.sum(x, axis=2))(X)
+
+
+# -- errors of traced code name the user's line (issue 23): eager transforms and jit alike -----
+
+def sum_axis_2(x):
+    return np.sum(x, axis=2) + 1.0
+
+
+def mean_axis_minus_3(x):
+    return np.sum(x.mean(axis=-3))
+
+
+def max_axis_9(x):
+    return np.max(x, axis=9)
+
+
+def vector_output(x):
+    return x * 2.0
+
+
+def integer_output(x):
+    return np.sum(x > 0)
+
+
+def no_pair(x):
+    return np.sum(x)
+
+
+def grads_inside(x):
+    g = fg.grad(vector_output)(x)
+    return g
+
+
+def bad_cotangent(x):
+    out, pullback = fg.vjp(vector_output, x)
+    return pullback(np.ones(5))
+
+
+def bad_keyword(x):
+    return np.sum(x, where=x > 0)
+
+
+# (exception type, message, function, the line it must name: a def's line + offset; None: the
+# line of the test's call)
+LOCATED = [
+    (np.exceptions.AxisError, "axis 2 is out of bounds", sum_axis_2, 1),
+    (np.exceptions.AxisError, "axis -3 is out of bounds", mean_axis_minus_3, 1),
+    (np.exceptions.AxisError, "axis 9 is out of bounds", max_axis_9, 1),
+    (TypeError, r"grad requires a scalar output, got shape \[3, 4\]", grads_inside, 1),
+    (ValueError, r"shape \[5\]", bad_cotangent, 2),
+    (TypeError, "where= argument", bad_keyword, 1),
+]
+
+
+@pytest.mark.parametrize("backend", ["eager", "interp"])
+@pytest.mark.parametrize("exc, message, f, offset", LOCATED,
+                         ids=lambda c: getattr(c, "__name__", None))
+def test_errors_in_traced_code_name_the_line(backend, exc, message, f, offset):
+    loss = lambda x: np.sum(f(x))      # noqa: E731 - the traced function, under grad
+    with pytest.raises(exc, match=message) as info:
+        run = fg.grad(loss) if backend == "eager" else fg.jit(fg.grad(loss), backend=backend)
+        run(X)
+    assert where(f, offset) in str(info.value)
+
+
+@pytest.mark.parametrize("backend", ["eager", "interp"])
+def test_grad_output_errors_name_the_line(backend):
+    def call(transform, f, **kw):
+        g = transform(f, **kw)
+        return g if backend == "eager" else fg.jit(g, backend=backend)
+
+    for transform, f, kw, message in [
+            (fg.grad, vector_output, {}, r"grad requires a scalar output, got shape \[3, 4\]"),
+            (fg.value_and_grad, vector_output, {}, "value_and_grad requires a scalar output"),
+            (fg.grad, integer_output, {}, "grad requires a floating-point output, got int64"),
+            (fg.grad, no_pair, {"has_aux": True}, r"requires the function to return a pair"),
+            (fg.value_and_grad, no_pair, {"has_aux": True}, "return a pair")]:
+        with pytest.raises(TypeError, match=message) as info:
+            call(transform, f, **kw)(X)
+        line = info.traceback[0].lineno + 1     # the line above, of the call (0-based)
+        assert f"test_errors.py:{line}" in str(info.value), (f.__name__, str(info.value))
+
+
+def test_the_users_own_errors_are_left_alone():
+    def mine(x):
+        raise KeyError("mine")
+
+    for run in (fg.grad(mine), jit(mine)):
+        with pytest.raises(KeyError) as info:
+            run(X)
+        assert str(info.value) == "'mine'"

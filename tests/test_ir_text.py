@@ -271,7 +271,20 @@ def _identity(t):
     return b.build([x])
 
 
-ALL_SAMPLES += [rnn_fn, control_fn]
+def ode_fn():
+    """ode_solve: its right-hand side a region, its solver params (t_end None or a float)."""
+    b = Builder("rhs")
+    y, _, k = b.param(T("f64", 2), "y"), b.param(T("f64"), "t"), b.param(T("f64", 2), "k")
+    rhs = b.build([b.add1("mul", [b.add1("neg", [k]), y])])
+    b = Builder("ode")
+    y0, ts, k = b.param(T("f64", 2), "y0"), b.param(T("f64", 4), "t"), b.param(T("f64", 2), "k")
+    solver = dict(rhs=rhs, rtol=1e-08, atol=1e-10, max_step=0.0, mxstep=0)
+    ys = b.add1("ode_solve", [y0, ts, k], dict(solver, method="odeint", t_end=None), loc="o.py:1")
+    zs = b.add1("ode_solve", [y0, ts, k], dict(solver, method="RK45", t_end=2.5), loc="o.py:2")
+    return b.build([ys, zs])
+
+
+ALL_SAMPLES += [rnn_fn, control_fn, ode_fn]
 
 
 def registry_fn():

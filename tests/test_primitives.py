@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 import pytest
+import scipy.integrate
 import scipy.linalg
 from scipy import special
 
@@ -228,6 +229,12 @@ CASES += [
     ("cond", lambda x, y: lax.cond(np.sum(x) > np.sum(y), lambda a, b: a - b,
                                    lambda a, b: a * b, x, y), (X, Y),
      lambda x, y: x - y if np.sum(x) > np.sum(y) else x * y),
+    # ODEs (issue 23): scipy.integrate.odeint traced is one ode_solve op; SciPy on the arrays
+    ("ode_solve", lambda y0, k: scipy.integrate.odeint(lambda y, t, k: -k * y * np.cos(t), y0,
+                                                       np.linspace(0, 1, 4), args=(k,)),
+     (X[0], POS[0]),
+     lambda y0, k: scipy.integrate.odeint(lambda y, t, k: -k * y * np.cos(t), y0,
+                                          np.linspace(0, 1, 4), args=(k,))),
 ]
 
 # The NumPy dispatch table's one-primitive float functions (fusegrad.numpy's FLOAT_UNARY) get a

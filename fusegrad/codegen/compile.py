@@ -316,8 +316,8 @@ def _host(op):
 
     def host(*args):
         out = apply(prim, [np.asarray(a, dt) for a, dt in zip(args, in_dtypes)], params)
-        out = np.ascontiguousarray(out, dtype=out_dtype)
-        return out[()] if out.ndim == 0 else out
+        out = np.asarray(out, dtype=out_dtype)     # ascontiguousarray would make 0-d 1-d
+        return out[()] if out.ndim == 0 else np.ascontiguousarray(out)
     host.__name__ = f"host_{prim}"
     return host
 

@@ -15,6 +15,9 @@ cond is differentiated through a cond of the branches' VJPs (each recomputes its
 forward values). A traced while_loop has no reverse mode, as in JAX: its trip count is unknown
 when the program is traced, so no buffer can be sized for its residuals.
 
+ode_solve is differentiated by the adjoint method: ode_solves of the augmented system, backward
+through each interval between time points, whose right-hand side is the VJP of the op's.
+
 Called by the eager engine on concrete values (a control op bound on tensors directly), the
 rules run the same VJPs as Python loops, recording under create_graph like any rule.
 
@@ -314,3 +317,69 @@ def _grads_of(branch: Function, wrt, outputs) -> Function:
     """The branch's VJP with only the gradients as results (its other ops are left to DCE)."""
     vjp = _body_vjp(branch, wrt, outputs)
     return Function(vjp.name, vjp.params, vjp.ops, vjp.results[len(branch.results):])
+
+
+# -- ode_solve: the adjoint method --------------------------------------------------------------
+
+@_vjp("ode_solve", "OdeSolveBackward", reads="out t xs")
+def ode_solve(g, out, y0, t, *xs, rhs, **solver):
+    """The adjoint method (Pontryagin; Chen et al. 2018): from the last time point back to the
+    first, the state [y, a, x̄] of the augmented system y' = f, a' = -aᵀ ∂f/∂y,
+    x̄' = -aᵀ ∂f/∂x runs backward through each interval by ode_solve itself, y restarting from
+    the forward solution and a gaining each output's cotangent; a time point's cotangent is
+    g[i]·f(y[i], t[i]), and the first one's -a·f(y0, t0), moving the start along the flow."""
+    wrt, (steps, n) = _floats(rhs.params), out.shape
+    sizes = [rhs.params[i].type.size for i in wrt[2:]]
+    aug, back = _adjoint_dynamics(rhs, wrt), dict(solver, t_end=None)
+    a, x_bar, t_bars = lax.full((n,), 0.0, "f64"), lax.full((sum(sizes),), 0.0, "f64"), []
+    for i in range(steps - 1, 0, -1):
+        y, g_i = _row(out, i), _row(g, i)
+        a = a + g_i
+        t_bars.append(_dot(g_i, _call(rhs, [y, _row(t, i), *xs])[0]))
+        state = lax.concatenate([y, a, x_bar], 0)
+        end = _row(bind("ode_solve", state, lax.rev(lax.slice(t, (i - 1,), (i + 1,)), (0,)),
+                        *xs, rhs=aug, **back), 1)
+        a, x_bar = lax.slice(end, (n,), (2 * n,)), lax.slice(end, (2 * n,), end.shape)
+    t_bars.append(-_dot(a, _call(rhs, [_row(out, 0), _row(t, 0), *xs])[0]))
+    ct, offset = [None] * len(xs), 0
+    for i, size in zip(wrt[2:], sizes):
+        shape = rhs.params[i].type.shape
+        ct[i - 2] = lax.reshape(lax.slice(x_bar, (offset,), (offset + size,)), shape)
+        offset += size
+    return (a + _row(g, 0), lax.concatenate([lax.reshape(b, (1,)) for b in t_bars[::-1]], 0),
+            *ct)
+
+
+def _row(x, i):
+    """x[i] of a [T, ...] value or a [T] one (0-d)."""
+    start, stop = (i,) + (0,) * (len(x.shape) - 1), (i + 1,) + tuple(x.shape[1:])
+    return lax.reshape(lax.slice(x, start, stop), tuple(x.shape[1:]))
+
+
+def _dot(u, v):
+    return lax.reduce_sum(lax.mul(u, v), (0,))
+
+
+def _adjoint_dynamics(rhs: Function, wrt) -> Function:
+    """(s, t, x…) -> s' of the augmented state s = [y, a, x̄ raveled] (all f64), from the VJP
+    of rhs; rhs's t cotangent is left to DCE."""
+    vjp = _body_vjp(rhs, wrt, (0,))       # (y, t, x…, a) -> (f, ȳ, t̄, x̄…)
+    n = rhs.params[0].type.shape[0]
+    bars = [rhs.params[i].type for i in wrt[2:]]
+    b = Builder(f"adjoint_{rhs.name}")
+    s = b.param(TensorType("f64", (2 * n + sum(x.size for x in bars),)), "state")
+    rest = [b.param(p.type) for p in rhs.params[1:]]
+    y, a = (b.add1("slice", [s], dict(start=(lo,), stop=(lo + n,), step=(1,)))
+            for lo in (0, n))
+    env = dict(zip(vjp.params, [y, *rest, a]))
+    for op in vjp.ops:
+        env.update(zip(op.outputs, b.add(op.prim, [env[v] for v in op.inputs], op.params,
+                                         op.loc, op.note)))
+    f, y_bar, _, *x_bars = (env[r] for r in vjp.results)
+    parts = [f, b.add1("neg", [y_bar])]
+    for x, t in zip(x_bars, bars):
+        flat = b.add1("reshape", [x], dict(shape=(t.size,)))
+        if t.dtype != "f64":
+            flat = b.add1("convert", [flat], dict(dtype="f64"))
+        parts.append(b.add1("neg", [flat]))
+    return b.build([b.add1("concatenate", parts, dict(axis=0))])

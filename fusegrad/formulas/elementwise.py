@@ -134,11 +134,13 @@ def div(g, out, x, y):
 
 
 def _pow_base(x, y):
-    """d(x**y)/dx = y * x**(y-1), forced to 0 where y == 0 (0 * 0**-1 would be nan).
+    """d(x**y)/dx = y * x**(y-1), forced to 0 where x == y == 0 (0 * 0**-1 would be nan).
 
-    The masked branch is computed at a safe exponent too (the double-where pattern), so that
-    differentiating this rule again does not meet the where-trap (0 * inf) at x == 0."""
-    zero = lax.eq(y, 0)
+    Only there: elsewhere y * x**(y-1) is 0 at y == 0 by itself, and its own derivative in y,
+    x**(y-1) (1 + y log x), is 1/x there, which a wider mask would make 0. The masked branch
+    is computed at a safe exponent too (the double-where pattern), so that differentiating
+    this rule again does not meet the where-trap (0 * inf) at x == 0."""
+    zero = lax.and_(lax.eq(y, 0), lax.eq(x, 0))
     return lax.select(zero, 0.0, y * lax.pow(x, lax.select(zero, 1.0, y - 1)))
 
 

@@ -1,5 +1,6 @@
 """Structured control flow: scan, while_loop and cond, each one op holding its body (or its
-branches) as nested Functions in its params, as JAX's scan_p, while_p and cond_p hold jaxprs.
+branches) as nested Functions in its params, as JAX's scan_p, while_p and cond_p hold jaxprs;
+and ode_solve, SciPy's ODE solvers on a right-hand side held the same way (at the end).
 
 A nested Function is closed: whatever the enclosing code computes and the body reads comes in
 as an explicit operand (`consts`), so a body is a Function like any other, printed, parsed,
@@ -155,3 +156,75 @@ define("cond", "host", _cond_rule, _cond, section=SECTION,
                "r…'s types",
                "`true_branch(a…)` if pred else `false_branch(a…)`; only the chosen branch "
                "runs (`jax.lax.cond`)"))
+
+
+# -- ode_solve ----------------------------------------------------------------------------------
+#
+# Ordinary differential equations: `ode_solve`, SciPy's integrators run on a right-hand side
+# held as a nested Function (scipy.integrate.odeint and solve_ivp on tensors and tracers).
+#
+# The op holds the right-hand side `rhs` (y, t, operands…) -> dy/dt as a region, as a scan holds
+# its body, so whatever it closes over comes in as an operand and passes look into it. It is a
+# host step: compiled code calls SciPy between kernels, and SciPy calls back into `rhs`, run by
+# the interpreter's loop (evaluate.eval_function). `method` "odeint" is scipy.integrate.odeint
+# (LSODA through ODEPACK, rtol and atol defaulting to 1.49012e-8, `max_step` its hmax and
+# `mxstep` its step limit); any other is solve_ivp's method of that name ("RK45", "DOP853",
+# "LSODA", ...) evaluated at the times t over [t[0], t_end] (t[-1] when t_end is None). A solver
+# that fails raises with SciPy's message instead of returning its partial result.
+#
+# Its derivative is the adjoint method (formulas/control.py): an ode_solve of the augmented
+# system run backward between the time points, so it differentiates again.
+_F64 = TensorType("f64", ())
+
+
+def _ode_rule(prim, y0, t, *xs, rhs, method, rtol, atol, t_end, max_step, mxstep):
+    if y0.dtype != "f64" or y0.ndim != 1 or t.dtype != "f64" or t.ndim != 1:
+        fail(prim, "needs y0: f64[n] and t: f64[T]", y0, t, *xs)
+    _check(prim, "rhs", rhs, (y0, _F64, *xs), (y0,), (y0, t, *xs))
+    return y0.with_shape((t.shape[0], y0.shape[0]))
+
+
+def _integrate():
+    try:
+        import scipy.integrate
+    except ImportError:  # pragma: no cover - scipy is optional
+        raise ImportError("fusegrad solves ODEs with scipy.integrate: install scipy") from None
+    return scipy.integrate
+
+
+def _scipy(name):
+    """SciPy's own solver (fusegrad.scipy's hook wraps it to reach fusegrad on tensors)."""
+    fn = getattr(_integrate(), name)
+    return getattr(fn, "__wrapped__", fn)
+
+
+def _ode_solve(y0, t, *xs, rhs, method, rtol, atol, t_end, max_step, mxstep):
+    xs = list(xs)
+
+    def f(y, s):
+        return eval_function(rhs, [y, np.asarray(s, np.float64)] + xs)[0]
+
+    y0, t = np.asarray(y0, np.float64), np.asarray(t, np.float64)
+    if method == "odeint":
+        ys, info = _scipy("odeint")(f, y0, t, rtol=rtol, atol=atol, hmax=max_step,
+                                    mxstep=mxstep, full_output=True)
+        if info["message"] != "Integration successful.":
+            raise RuntimeError(f"scipy.integrate.odeint failed: {info['message']}")
+        return ys
+    end = t[-1] if t_end is None else t_end
+    if end == t[0]:                         # nothing to integrate (an empty backward interval)
+        return np.repeat(y0[None], t.shape[0], 0)
+    res = _scipy("solve_ivp")(lambda s, y: f(y, s), (t[0], end), y0, method=method,
+                              t_eval=t[1:], rtol=rtol, atol=atol, max_step=max_step or np.inf)
+    if not res.success:
+        raise RuntimeError(f"scipy.integrate.solve_ivp ({method}) failed: {res.message}")
+    return np.concatenate([y0[None], res.y.T])     # y(t[0]) is y0, as SciPy's own result
+
+
+define("ode_solve", "host", _ode_rule, _ode_solve, section=SECTION, regions=("rhs",),
+       doc=Doc("y0: f64[n], t: f64[T] (monotonic), operands x…",
+               "`rhs`: a Function (y: f64[n], t: f64[], x…) -> f64[n]; `method` (\"odeint\" "
+               "or a solve_ivp method), `rtol`, `atol`, `t_end`, `max_step`, `mxstep`",
+               "f64[T, n]",
+               "y at the times t of y' = rhs(y, t, x…), y(t[0]) = y0, by SciPy "
+               "(`scipy.integrate.odeint`, or `solve_ivp` over [t[0], t_end]); host step"))

@@ -129,6 +129,16 @@ def _div(x, y):
     return np.true_divide(x, y)
 
 
+def _logical_impl(ufunc):
+    """np.logical_and & co. in the operands' dtype: 0 or 1 for i64, as the shape rule says (the
+    ufuncs return bool)."""
+    def impl(*xs):
+        out, dtype = ufunc(*xs), np.result_type(*xs)
+        return out if dtype == np.bool_ else out.astype(dtype)
+    impl.__name__ = impl.__qualname__ = ufunc.__name__
+    return impl
+
+
 def _convert_rule(prim, x, *, dtype):
     if dtype not in NP_DTYPES:
         fail(prim, f"unknown dtype {dtype!r}", x)
@@ -249,13 +259,13 @@ comparison("eq", np.equal, "==", "oeq")
 comparison("ne", np.not_equal, "!=", "une")
 
 for _name, _np, _op in (("and", np.logical_and, "&"), ("or", np.logical_or, "|")):
-    define(_name, "elementwise", _logical, _np, section="Elementwise",
+    define(_name, "elementwise", _logical, _logical_impl(_np), section="Elementwise",
            doc=Doc("x, y: equal bool or i64 types", "", "same as x",
                    f"logical {_name} (np.logical_{_name}; 0 or 1 for i64)"),
            numba={"bool": f"({{0}} {_op} {{1}})",
                   "i64": f"np.int64(({{0}} != 0) {_op} ({{1}} != 0))"},
            llvm=f"{_name} i1 {{0}}, {{1}}")
-define("not", "elementwise", _not, np.logical_not, section="Elementwise",
+define("not", "elementwise", _not, _logical_impl(np.logical_not), section="Elementwise",
        doc=Doc("x: bool or i64", "", "same as x", "logical not (0 or 1 for i64)"),
        numba={"bool": "(not {0})", "i64": "np.int64({0} == 0)"}, llvm="xor i1 {0}, true")
 define("select", "elementwise", _select_rule, np.where, section="Elementwise",

@@ -13,8 +13,11 @@ The modules import in one direction: base (shapes, dtypes, axes, keyword checks)
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
+from ..tracer.methods import install
 from . import (constructors, contractions, elementwise, indexing, joining, linalg, reductions,
                rounding, shapes, special)
 # The _helpers fusegrad.nn and transforms.py use, and NumPy's constants and dtypes.
@@ -39,3 +42,6 @@ HANDLED_UFUNCS = {k: fn for m in MODULES for k, fn in m.HANDLED.items()
                   if isinstance(k, np.ufunc)}
 HANDLED_FUNCTIONS = {k: fn for m in MODULES for k, fn in m.HANDLED.items()
                      if not isinstance(k, np.ufunc)}
+
+# The operators and methods of tensors and tracers forward here (tracer/methods.py).
+install(sys.modules[__name__], {**elementwise.FLOAT_UNARY, np.negative: "neg", np.absolute: "abs"})

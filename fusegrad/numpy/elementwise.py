@@ -15,8 +15,8 @@ Kinks and conventions (as PyTorch or JAX):
         it, or the bound nan); a_max wins where a_min > a_max, as NumPy's value
     fmax/fmin: the gradient follows the value, ties to x1 (PyTorch's fmax), unlike maximum's
         even split; nan operands lose to numbers
-    logaddexp: ties split evenly (maximum's rule, abs'(0) = 0); at equal infinities the value is
-        that infinity and the gradient finite
+    logaddexp: smooth at ties (gradient 1/2 each, Hessian 1/4 [[1, -1], [-1, 1]]); at equal
+        infinities the value is that infinity and the gradient 1/2 each
     sinc: 1 - (pi x)**2/6 (1 - (pi x)**2/20) at exactly 0, so its derivatives there are
         right to order 5 (0, -pi**2/3, ...)
     copysign: +-g, also at x1 = 0 (JAX's; PyTorch's is 0 there); none to x2
@@ -223,7 +223,7 @@ def _wins(beats, x1, x2):
 
 def logaddexp(x1, x2):
     """log(exp(x1) + exp(x2)) as NumPy computes it, max + log1p(exp(-|x1 - x2|)) (the same
-    bits); equal infinities give themselves. Ties split the gradient evenly, as maximum."""
+    bits); equal infinities give themselves, their gradient split evenly."""
     return _logaddexp(x1, x2, lambda d: log1p(exp(d)))
 
 
@@ -233,10 +233,17 @@ def logaddexp2(x1, x2):
 
 
 def _logaddexp(x1, x2, softplus):
+    """max + softplus(-|d|) written as the branch x1 + softplus(-d) where x1 >= x2, else
+    x2 + softplus(d): NumPy's bits, and each branch is the smooth function itself, so every
+    derivative is right at a tie too (max and abs would give their kinks' conventions: a zero
+    Hessian). Equal infinities give their mean, d = 0 there so that no derivative meets inf -
+    inf (the double-where pattern)."""
     x1, x2 = _float_pair(x1, x2)
-    same_inf = logical_and(equal(x1, x2), isinf(x1))     # inf - inf: take d = 0 there
+    same_inf = logical_and(equal(x1, x2), isinf(x1))
     d = where(same_inf, 0.0, subtract(x1, x2))
-    return add(maximum(x1, x2), softplus(negative(absolute(d))))
+    first = greater_equal(d, 0.0)
+    lse = add(where(first, x1, x2), softplus(where(first, negative(d), d)))
+    return where(same_inf, multiply(add(x1, x2), 0.5), lse)
 
 
 def sinc(x):

@@ -23,9 +23,8 @@ import numpy as np
 
 from ..formulas import node_names, vjp_rules
 from ..ir.types import NP_DTYPES, dtype_name
-from ..methods import ArrayMethods
-from ..numpy.elementwise import FLOAT_UNARY
 from ..tracer.location import user_location
+from ..tracer.methods import UNARY_UFUNCS, ArrayMethods
 from . import hooks
 from .grad_mode import _state as _grad_state
 from .graph import Node, SavedTensor, _Meta, gradient_edge, rule_reads
@@ -338,8 +337,9 @@ def _fast_operand(x) -> bool:
 
 
 # NumPy ufuncs that fusegrad.numpy maps to one primitive on a float operand (see
-# fusegrad.numpy.HANDLED_UFUNCS); tests check that the two agree.
-_FLOAT_UNARY_UFUNCS = {**FLOAT_UNARY, np.negative: "neg", np.absolute: "abs"}
+# fusegrad.numpy.HANDLED_UFUNCS; fusegrad.numpy fills the table when it installs itself in
+# tracer/methods.py); tests check that the two agree.
+_FLOAT_UNARY_UFUNCS = UNARY_UFUNCS
 
 
 def _to_array(data, dtype) -> np.ndarray:

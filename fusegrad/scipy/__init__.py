@@ -12,7 +12,9 @@ docs/numpy.md is generated from them. How a covered name reaches its implementat
 * Any other function (logsumexp, softmax, scipy.signal.convolve) is replaced in its SciPy
   module, and in the module that defines it, by a wrapper that calls fusegrad's implementation
   when an argument is a tensor or tracer (or a list holding one) and SciPy's original otherwise.
-  functools.wraps keeps its name, signature and docstring.
+  functools.wraps keeps its name, signature and docstring. An implementation marked `traced`
+  (odeint, solve_ivp: their func may close over traced values) runs whenever a trace or an
+  eager transform is under way.
 * A method of a distribution object (scipy.stats.norm.logpdf: `norm` is an instance of
   norm_gen) is wrapped on the object's class, so frozen distributions, `norm(mu, s).logpdf(x)`,
   which call the class's methods, dispatch too. A subclass (erlang of gamma) keeps SciPy's.
@@ -49,9 +51,10 @@ import numpy as np
 from .. import conversion
 from .. import numpy as fnp
 from ..dispatch import level
-from . import signal, special, stats
+from ..state import busy
+from . import integrate, signal, special, stats
 
-MODULES = [special, stats, signal]
+MODULES = [special, stats, signal, integrate]
 if importlib.util.find_spec(f"{__name__}.linalg") is not None:     # another engineer's, if there
     from . import linalg
     MODULES.append(linalg)
@@ -88,7 +91,7 @@ def _boxed(values) -> bool:
 def _function(original, impl):
     @functools.wraps(original)
     def dispatching(*args, **kwargs):
-        if _boxed(args) or _boxed(kwargs.values()):
+        if _boxed(args) or _boxed(kwargs.values()) or busy[0] and hasattr(impl, "traced"):
             return impl(*args, **kwargs)
         return original(*args, **kwargs)
     dispatching._fusegrad_impl = impl
@@ -243,4 +246,4 @@ if not any(isinstance(f, _InstallAfterImport) for f in sys.meta_path):
 conversion.SCIPY_COVERED.update(HANDLED)
 _rebind_early_imports(install())
 
-__all__ = ["HANDLED", "covered_names", "install", "signal", "special", "stats"]
+__all__ = ["HANDLED", "covered_names", "install", "integrate", "signal", "special", "stats"]

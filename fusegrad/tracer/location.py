@@ -118,3 +118,55 @@ def user_location(full: bool = False) -> str | None:
         return None
     filename = frame.f_code.co_filename
     return f"{filename if full else os.path.basename(filename)}:{frame.f_lineno}"
+
+
+def located(e: BaseException) -> BaseException:
+    """e, raised while fusegrad ran the user's function (a trace, an eager transform), with
+    the user's file:line appended to its message when it lacks it: the innermost user frame of
+    its traceback (the line that called the fusegrad or NumPy function that raised), else the
+    user's call on the current stack (an output check after the function returned). An error
+    the user's own code raised is returned as it is, and so is one located already (a nested
+    trace's). The exception is rebuilt as type(e)(message), so `str(e)` and pytest's `match`
+    see the location; a type that cannot be rebuilt that way gets it as a note instead."""
+    if getattr(e, "_fg_located", False) or not isinstance(e, Exception):
+        return e
+    frames = []                                     # (filename, line), outermost first
+    tb = e.__traceback__
+    while tb is not None:
+        frames.append((tb.tb_frame.f_code.co_filename, tb.tb_lineno))
+        tb = tb.tb_next
+    user = [i for i, (name, _) in enumerate(frames)
+            if not (_is_internal(name) or _is_foreign(name))]
+    if user and user[-1] == len(frames) - 1:
+        return e                                    # raised by the user's own code
+    where = "%s:%d" % frames[user[-1]] if user else user_location(full=True)
+    if where is None or os.path.basename(where) in str(e):
+        return e
+    return _with_message(e, f"{e} (at {where})")
+
+
+def _with_message(e: Exception, message: str) -> Exception:
+    try:
+        new = type(e)(message)
+    except Exception:  # noqa: BLE001 - a constructor of another shape: keep e, add a note
+        new = None
+    if new is None or str(new) != message:
+        e.add_note(message)
+        e._fg_located = True
+        return e
+    for key, value in e.__dict__.items():           # attributes, but not the old message
+        new.__dict__.setdefault(key, value)
+    new._fg_located = True
+    new.__cause__, new.__suppress_context__ = e.__cause__, e.__suppress_context__
+    return new.with_traceback(e.__traceback__)
+
+
+def call_located(fun, *args):
+    """fun(*args), an error it raises naming the user's file:line (located)."""
+    try:
+        return fun(*args)
+    except Exception as e:
+        new = located(e)
+        if new is e:
+            raise
+        raise new from e.__cause__

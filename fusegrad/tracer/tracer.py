@@ -20,10 +20,10 @@ from ..dispatch import level
 from ..ir.core import Builder, Function, Value
 from ..ir.primitives import ELEMENTWISE, UNARY_FLOAT, ShapeError
 from ..ir.types import TensorType, dtype_name
-from ..methods import ArrayMethods
 from ..state import add_busy
 from ..tree import flatten
-from .location import user_location
+from .location import call_located, user_location
+from .methods import ArrayMethods
 
 class _State(threading.local):
     stack = None        # a class default, so the first read in a thread does not raise
@@ -52,6 +52,7 @@ class TraceContext:
         self.captures: list[tuple[object, Value]] = []   # (outer tracer, inner param)
         self._lifted: dict[int, Value] = {}
         self.fixed_loc = _WALK      # a pass replaying ops sets the loc instead of a frame walk
+        self.lift_tensors = False   # eager tensors that require grad become captures too
 
     def __enter__(self):
         _stack().append(self)
@@ -74,6 +75,8 @@ class TraceContext:
                 return x.value
             return self._lift(x)
         if level(x) > 0:                        # an eager tensor: its data, as a constant
+            if self.lift_tensors and x.requires_grad:
+                return self._lift_tensor(x)
             x = x.data
         array = np.asarray(x, dtype=None if dtype is None else TensorType(dtype, ()).np_dtype)
         if array.dtype != np.dtype(TensorType.of(array).np_dtype):
@@ -93,6 +96,17 @@ class TraceContext:
         key = id(x.value)
         if key not in self._lifted:
             self._lifted[key] = self.builder.param(x.value.type, "captured")
+            self.captures.append((x, self._lifted[key]))
+        return self._lifted[key]
+
+
+    def _lift_tensor(self, x) -> Value:
+        """An eager tensor a function traced for an op of the eager engine closes over (the
+        right-hand side of an ODE): a param, and the tensor a capture the op takes as an
+        operand, so that its gradient is recorded."""
+        key = id(x)
+        if key not in self._lifted:
+            self._lifted[key] = self.builder.param(TensorType.of(x.data), "captured")
             self.captures.append((x, self._lifted[key]))
         return self._lifted[key]
 
@@ -359,17 +373,19 @@ def inline(fn: Function, args) -> list:
     return [Tracer(env[r], ctx) for r in fn.results]
 
 
-def trace_flat(fun, in_types, name, weak=None, hints=None):
+def trace_flat(fun, in_types, name, weak=None, hints=None, lift_tensors=False):
     """Trace fun(*tracers) for the given param types.
 
     Returns (Function, out_treedef, captures): the outputs of fun may be any pytree; captures
-    lists the outer tracers lifted into extra trailing params of the Function.
+    lists the outer tracers lifted into extra trailing params of the Function (and with
+    lift_tensors, the eager tensors requiring grad that fun closes over).
     """
     weak = weak or [False] * len(in_types)
     hints = hints or [None] * len(in_types)
     with TraceContext(name) as ctx:
+        ctx.lift_tensors = lift_tensors
         tracers = [ctx.new_param(t, h, w) for t, h, w in zip(in_types, hints, weak)]
-        leaves, out_tree = flatten(fun(*tracers))
+        leaves, out_tree = flatten(call_located(fun, *tracers))
         results = [ctx.read(leaf) for leaf in leaves]
     fn = ctx.builder.build(results)
     return fn, out_tree, [outer for outer, _ in ctx.captures]

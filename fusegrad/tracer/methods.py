@@ -2,26 +2,39 @@
 and tracers. Every method forwards to fusegrad.numpy, so the two value types behave alike.
 
 A class using it provides `shape`, `dtype` and `ndim`, plus `_fg_level` / `_fg_bind` for bind.
+
+The mixin sits below both value types (tracer.py and runtime/tensor.py import it), so it
+never imports fusegrad.numpy, which is above them: fusegrad.numpy installs itself here when
+it is imported (`install`), as the engine installs itself in runtime/engine_entry.py.
+Importing fusegrad imports fusegrad.numpy, so it is installed before any tensor or tracer
+exists. `install` also fills UNARY_UFUNCS, NumPy's ufuncs that fusegrad.numpy maps to one
+primitive of a float operand (the eager tensors' fast path).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from .location import foreign_caller, user_location
 
 _FNP = None
+UNARY_UFUNCS: dict = {}     # ufunc -> primitive name, filled by install
+
+
+def install(namespace, unary_ufuncs: dict) -> None:
+    """Called once by fusegrad/numpy/__init__.py with itself and its one-primitive ufuncs."""
+    global _FNP
+    _FNP = namespace
+    UNARY_UFUNCS.update(unary_ufuncs)
 
 
 def _fnp():
-    global _FNP
     if _FNP is None:
-        from . import numpy as fnp
-        _FNP = fnp
+        raise RuntimeError("fusegrad.numpy is not loaded: import fusegrad")
     return _FNP
 
 
 def _unsupported(what, hint=""):
-    from .tracer.location import foreign_caller, user_location
     where = user_location(full=True)
     library = foreign_caller()         # reached inside SciPy: name what the user called
     if library is not None:
@@ -75,8 +88,7 @@ class ArrayMethods:
     def __setitem__(self, key, value):
         """A functional update recorded like any op (constructors.index_update); the tensor or
         tracer then names the new value."""
-        from .numpy.constructors import set_item
-        set_item(self, key, value)
+        _fnp().constructors.set_item(self, key, value)
 
     def __iter__(self):
         """x[0], x[1], ...: the shape is static, so iterating (and `a, b = x`) is indexing."""
@@ -92,7 +104,6 @@ class ArrayMethods:
             name = ufunc.__name__ + ("" if method == "__call__" else f".{method}")
             return _unsupported(f"{_ufunc_module(ufunc)}.{name}")
         if kwargs.get("out") is not None:   # an in-place write: a tensor's own is handled first
-            from .tracer.location import user_location
             raise TypeError(
                 f"numpy.{ufunc.__name__}(..., out=...) at {user_location(full=True)}: fusegrad "
                 f"does not support out= here (writing a traced value, or a tensor into a NumPy "
