@@ -53,6 +53,12 @@ class InplaceMethods:
     def __itruediv__(self, other): return self._inplace("div", other, "/=")
     def __ipow__(self, other): return self._inplace("pow", other, "**=")
     def __imod__(self, other): return self._inplace("mod", other, "%=")
+
+    def __ifloordiv__(self, other):
+        """Floor division has no gradient: the quotient, detached, fills self."""
+        from ..numpy.rounding import floor_divide
+        other = other.detach() if isinstance(other, InplaceMethods) else other
+        return self._inplace("fill", floor_divide(self.detach(), other), "//=")
     def __imatmul__(self, other): return self._inplace("matmul", other, "@=")
     def __iand__(self, other): return self._inplace("and", other, "&=")
     def __ior__(self, other): return self._inplace("or", other, "|=")
