@@ -23,6 +23,7 @@ from .runtime.signature import Signature, explain_miss, leaf_array, log_compile,
 from .runtime.writeback import run_writing_back
 from .state import busy as _busy
 from .state import eager_transforms as _eager_state
+from .tracer.lazy import make as lazy_traced
 from .tracer.randomness import watch as watch_random
 from .tracer.tracer import _state as _tracer_state
 from .tracer.tracer import is_tracing, trace_flat
@@ -81,7 +82,7 @@ def trace_signature(fun, sig: Signature, static_argnums, name=None, writeback=No
     types = [t for t, _ in sig.types]
     weak = [w for _, w in sig.types]
     hints = _param_hints(fun, sig, nargs)
-    with watch_random(fun, static), numpy_constructors():   # draws here would be frozen: warn
+    with watch_random(fun, static), numpy_constructors(lazy_traced):  # draws here: warn
         fn, out_tree, _ = trace_flat(flat_fun, types, name or _name_of(fun), weak=weak,
                                      hints=hints, writeback=writeback)
     return fn, out_tree

@@ -28,6 +28,7 @@ from . import lax
 from . import numpy as fnp
 from .ir.core import Op
 from .numpy.constructors import numpy_constructors
+from .runtime.lazy import make as lazy_eager
 from .passes import autodiff
 from .runtime import engine
 from .runtime.grad_mode import enable_grad
@@ -55,7 +56,7 @@ def _eager_scope():
     _local.depth += 1
     add_busy(1)
     try:
-        with enable_grad(), numpy_constructors():
+        with enable_grad(), numpy_constructors(lazy_eager):
             yield
     finally:
         _local.depth -= 1

@@ -87,8 +87,8 @@ def _shortcut(prim, general, reflected=False):
     return op
 
 
-class Tensor(InplaceMethods, ArrayMethods):
-    """An eager array with autograd metadata. Create it with `fusegrad.tensor(...)`."""
+class TensorSlots(InplaceMethods, ArrayMethods):
+    """A Tensor's storage, shared with lazy.LazyEager so an object can become a Tensor."""
 
     __slots__ = (
         "__weakref__",
@@ -99,6 +99,12 @@ class Tensor(InplaceMethods, ArrayMethods):
         "grad",
         "grad_fn",
     )
+
+
+class Tensor(TensorSlots):
+    """An eager array with autograd metadata. Create it with `fusegrad.tensor(...)`."""
+
+    __slots__ = ()
     _fg_level = 1
 
     def __init__(self, data, dtype=None, requires_grad=False):

@@ -126,8 +126,13 @@ def _shape_of(x) -> tuple:
     return x.value.type.shape if isinstance(x, Tracer) else np.shape(x.data if level(x) else x)
 
 
-class Tracer(ArrayMethods):
+class TracerSlots(ArrayMethods):
+    """A Tracer's storage, shared with lazy.LazyTraced so an object can become a Tracer."""
     __slots__ = ("_value", "ctx", "weak", "base")
+
+
+class Tracer(TracerSlots):
+    __slots__ = ()
     _fg_level = 2
 
     def __init__(self, value: Value, ctx: TraceContext, weak: bool = False):
