@@ -279,9 +279,14 @@ def test_the_conversion_error_is_a_concretization_error_and_a_type_error():
     assert issubclass(ConversionError, TypeError)
 
 
+# An ndarray made outside the traced function (inside, np.zeros gives a lazy array that
+# becomes traced: tests/test_lazy_arrays.py) keeps only numbers.
+OUTSIDE = np.zeros((2, 3))
+
+
 def test_item_assignment_of_a_row_into_an_ndarray_says_how_to_write_it():
     def f(x):
-        traj = np.zeros((2, 3))
+        traj = OUTSIDE.copy()
         traj[1] = x
         return np.sum(traj)
     for msg in raises_everywhere(f, match=f"{line_of(f, 2)}: `traj\\[1\\] = x` stores"):
@@ -292,7 +297,7 @@ def test_item_assignment_of_a_scalar_into_an_ndarray_names_the_cause():
     """NumPy replaces any error from __float__ in `h[0] = v` with its own ValueError; fusegrad's
     message is the direct cause, printed first in the traceback."""
     def f(x):
-        h = np.zeros(3)
+        h = OUTSIDE[0].copy()
         h[0] = 2 * x[0]
         return np.sum(h)
     for b in BACKENDS:
