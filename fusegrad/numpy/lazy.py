@@ -135,7 +135,7 @@ class LazyMethods:
                 o._become()
             return getattr(ufunc, method)(*inputs, **kwargs)
         result = getattr(ufunc, method)(*concrete(inputs), **concrete(kwargs))
-        return out if out is not None else result
+        return out if out is not None else self._wrap(result)
 
     def __array_function__(self, func, types, args, kwargs):
         return self._wrap(func(*concrete(args), **concrete(kwargs)))
@@ -154,12 +154,17 @@ class LazyMethods:
         return True
 
     def _wrap(self, result):
-        """A result that is a view of the root's numbers is a lazy view; others are plain."""
+        """NumPy's result on the numbers, as a lazy array where it is an ndarray: a view of
+        the root's numbers is a lazy view, a new C-contiguous array a new lazy array (as
+        NumPy's results are new ndarrays). Scalars and the rest stay as they are."""
+        if isinstance(result, tuple) and any(type(r) is np.ndarray for r in result):
+            return tuple(self._wrap(r) for r in result)
+        if type(result) is not np.ndarray:
+            return result
         numbers = self._root_numbers()
-        if type(result) is np.ndarray and result.dtype == numbers.dtype and result.size \
-                and np.may_share_memory(result, numbers):
-            return self._view(result)
-        return result
+        if np.may_share_memory(result, numbers):
+            return self._view(result) if result.dtype == numbers.dtype else result
+        return type(self)(result) if result.flags.c_contiguous else result
 
 
 for _name in _OPERATORS:
