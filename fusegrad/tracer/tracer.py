@@ -225,6 +225,8 @@ class Tracer(TracerSlots):
     def _assign(self, new, label):
         """Every write ends here (`x[key] = v`, `x += v`, out=x): x now names the new value,
         so every name bound to x sees it; a view writes into its root (views.py)."""
+        if level(new) == 0 and _stack() and _stack()[-1] is self.ctx:     # x[...] = 0.0
+            new = Tracer(self.ctx.read(np.asarray(new, dtype=self.dtype)), self.ctx)
         if not isinstance(new, Tracer) or new.ctx is not self.ctx:
             raise TypeError(f"{label} at {user_location(full=True)}: the target is a traced "
                             f"value of an enclosing trace; assign into a copy made here")
