@@ -7,8 +7,9 @@ the numbers, and a view keeps its lazy root in `grad` and the root's numbers in 
 A view used after its root became a Tensor becomes one too: on its own numbers (a NumPy view,
 registered as one of the root's storage) while the root still has them and needs no gradient,
 else the root's elements at its positions (a recorded gather), as NumPy's view would show
-them then. Writes into the root after that are not seen by the view: the eager engine's known
-gap for views (docs/design.md).
+them then. Writes into the root after that are not seen by the view, nor writes into the view
+by the root: the eager engine's known gap for views (docs/design.md); a recorded in-place
+operator on either raises (inplace.py's live-view rule), an item assignment does not.
 """
 
 from __future__ import annotations
@@ -66,6 +67,8 @@ class LazyEager(LazyMethods, TensorSlots):
         new = lax.take(reshape(root, (-1,)), positions(numbers, root_numbers), 0)
         _init(self, new.data)
         self.grad_fn, self._requires_grad = new.grad_fn, new.requires_grad
+        self._version = root._vc()              # a recorded in-place write into it raises
+        self._version.add_view(root, self)
 
 
 hide(LazyEager, ArrayMethods, InplaceMethods)

@@ -25,6 +25,7 @@ from ..formulas import node_names, vjp_rules
 from ..ir.types import NP_DTYPES, dtype_name
 from ..methods import ArrayMethods
 from ..numpy.elementwise import FLOAT_UNARY
+from ..numpy.lazy import LazyMethods
 from ..tracer.location import user_location
 from . import hooks
 from .grad_mode import _state as _grad_state
@@ -120,6 +121,9 @@ class Tensor(TensorSlots):
                 datas.append(a.data)
                 if a._requires_grad:
                     needs_grad = True
+            elif isinstance(a, LazyMethods):     # a constant now: its numbers, as they are
+                args = _snapshot(args)
+                return cls._fg_bind(prim, args, params)
             else:
                 datas.append(a)
         data = apply(prim, datas, params)
@@ -324,6 +328,12 @@ def _init(t, data, requires_grad=False):
     t._requires_grad = False
     if requires_grad:
         t.requires_grad_(True)
+
+
+def _snapshot(args) -> tuple:
+    """Lazy arrays (numpy/lazy.py) among an op's operands as copies of their numbers: a later
+    NumPy write into one, or its becoming a tensor, must not change a recorded constant."""
+    return tuple(np.array(a) if isinstance(a, LazyMethods) else a for a in args)
 
 
 def _wrap(data) -> Tensor:

@@ -21,6 +21,7 @@ from ..ir.core import Builder, Function, Value
 from ..ir.primitives import ELEMENTWISE, UNARY_FLOAT, ShapeError
 from ..ir.types import TensorType, dtype_name
 from ..methods import ArrayMethods
+from ..numpy.lazy import LazyMethods
 from ..state import add_busy
 from ..tree import flatten
 from . import views
@@ -76,6 +77,8 @@ class TraceContext:
             return self._lift(x)
         if level(x) > 0:                        # an eager tensor: its data, as a constant
             x = x.data
+        elif isinstance(x, LazyMethods):         # numpy/lazy.py: its numbers as they are now
+            x = np.array(x)
         array = np.asarray(x, dtype=None if dtype is None else TensorType(dtype, ()).np_dtype)
         if array.dtype != np.dtype(TensorType.of(array).np_dtype):
             array = array.astype(TensorType.of(array).np_dtype)
