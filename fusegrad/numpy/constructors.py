@@ -18,6 +18,8 @@ reshapes and broadcasts.
 from __future__ import annotations
 
 import contextlib
+import functools
+import linecache
 import math
 import sys
 import threading
@@ -26,7 +28,7 @@ import numpy as np
 
 from .. import lax
 from ..dispatch import level
-from ..tracer.location import _is_foreign, _is_internal, user_location
+from ..tracer.location import _is_foreign, _is_internal, instruction_at, user_location
 from .base import _dtype, _shape, _shape_arg, astype
 from .elementwise import where
 from .lazy import LazyMethods, concrete
@@ -112,16 +114,33 @@ def _wrapper(name):
     numpy_fn, ours = _NUMPY[name], _CONSTRUCTORS.get(name)
 
     def constructor(*args, **kwargs):
-        if not _from_user(sys._getframe(1).f_code.co_filename):
+        frame = sys._getframe(1)
+        if not _from_user(frame.f_code.co_filename):
             return numpy_fn(*args, **kwargs)
         if ours is not None and args and _boxed(args[0]):
             return ours(*args, **kwargs)
         out = numpy_fn(*args, **kwargs)
         stack = getattr(_local, "lazy", None)
-        return _lazy(out, args, stack[-1]) if stack and stack[-1] is not None else out
+        if not stack or stack[-1] is None or not _calls(frame.f_code, frame.f_lasti, name):
+            return out
+        return _lazy(out, args, stack[-1])
     constructor.__name__ = constructor.__qualname__ = name
     constructor.__doc__ = numpy_fn.__doc__
     return constructor
+
+
+@functools.lru_cache(maxsize=4096)
+def _calls(code, lasti, name) -> bool:
+    """Whether the call the user's frame is making is to `np.<name>` itself. Compiled code
+    (a Cython Generator method: RNG.normal) calls np.empty without a frame of its own, so the
+    user's frame seems to call it; such a caller needs a real ndarray."""
+    ins = instruction_at(code, lasti)
+    pos = getattr(ins, "positions", None)
+    if pos is None or pos.lineno is None or pos.col_offset is None:
+        return False
+    line = linecache.getline(code.co_filename, pos.lineno)[pos.col_offset:]
+    callee = line.split("(", 1)[0].strip()
+    return callee.rsplit(".", 1)[-1] == name
 
 
 def _lazy(out, args, make):
