@@ -135,7 +135,7 @@ class Lowered:
         self.traced = traced
         self.ir = ir
         self.executable = executable
-        self.writeback = tuple(writeback)    # (leaf index, line) of arguments updated in place
+        self.writeback = tuple(writeback)    # (leaf index, line, kind): runtime/writeback.py
 
     def compiled(self):
         """The executable, after a tiered compile under way has finished."""

@@ -273,3 +273,15 @@ def test_make_ir_shows_the_written_back_value_as_a_result():
 def bump_first(x):
     x[0] += 1.0
     return np.sum(x)
+
+
+def test_a_0d_array_argument_rebound_by_plus_equals_raises_and_a_number_is_fine():
+    def f(s, x):
+        s += np.sum(x)                  # NumPy: a 0-d array is updated, a float rebound
+        return s * 2.0
+    jitted = fg.jit(f, backend="interp")
+    assert jitted(1.0, X) == pytest.approx(2 * (1.0 + np.sum(X)))
+    assert jitted(np.float64(1.0), X) == pytest.approx(2 * (1.0 + np.sum(X)))
+    with pytest.raises(TypeError, match=r"rebinds argument leaf 0, a 0-d array, .* at "
+                                        r".*test_functionalize.py:\d+"):
+        jitted(np.array(1.0), X)

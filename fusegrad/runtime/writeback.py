@@ -3,7 +3,9 @@ would have changed the caller's array, so after the compiled call their final va
 results of the traced Function (tracer.trace_flat), are copied into it: torch.compile's
 epilogue. Checked before the call, so nothing runs when the copy could not be made: the
 caller's array must be a writeable ndarray (or eager tensor) that shares no memory with another
-argument (the trace saw two arrays, NumPy would see one write through both).
+argument (the trace saw two arrays, NumPy would see one write through both). A 0-d argument
+that `+=` rebound as a NumPy scalar (tracer/views.py) may not be a 0-d ndarray, which NumPy
+would have updated in place.
 """
 
 from __future__ import annotations
@@ -15,10 +17,18 @@ from ..dispatch import level
 
 def run_writing_back(lowered, leaves, arrays, name) -> list:
     """Run lowered's executable on arrays; write the updated arguments back into leaves."""
-    targets = [_target(leaves, i, line, name) for i, line in lowered.writeback]
+    for i, line, kind in lowered.writeback:
+        if kind == "rebind" and isinstance(leaves[i], np.ndarray):
+            raise TypeError(
+                f"{name} rebinds argument leaf {i}, a 0-d array, with an augmented assignment "
+                f"at {line}: fusegrad treats a 0-d traced value as a NumPy scalar (a new value "
+                f"for the name), where NumPy would write into your 0-d array; pass a number "
+                f"(float(x)), or write `x[...] = x + ...` to update the array")
+    writes = [(i, line) for i, line, kind in lowered.writeback if kind == "write"]
+    targets = [_target(leaves, i, line, name) for i, line in writes]
     outs = lowered.executable(arrays)
     n = len(outs) - len(targets)
-    for leaf, (i, line), value in zip(targets, lowered.writeback, outs[n:]):
+    for leaf, (i, line), value in zip(targets, writes, outs[n:]):
         if level(leaf) == 1:
             leaf._inplace("fill", value, f"the in-place update at {line}")
         else:

@@ -56,6 +56,7 @@ class TraceContext:
         self.fixed_loc = _WALK      # a pass replaying ops sets the loc instead of a frame walk
         self.shadows: dict = {}     # id(root) -> (root, positions): see views.py
         self.writes: dict = {}      # id(tracer) -> the user's line of its last in-place write
+        self.rebinds: dict = {}     # id(0-d tracer) -> the line of its first `+=` (a rebind)
 
     def __enter__(self):
         _stack().append(self)
@@ -374,7 +375,8 @@ def trace_flat(fun, in_types, name, weak=None, hints=None, writeback=None):
     Returns (Function, out_treedef, captures): the outputs of fun may be any pytree; captures
     lists the outer tracers lifted into extra trailing params of the Function. Given a list as
     `writeback`, the params fun updated in place get their final values as extra trailing
-    results, and the list gets (param index, the user's line of the last write) for each.
+    results, and the list gets (param index, the user's line of the last write, "write") for
+    each, and (index, line, "rebind") for a 0-d param that `+=` rebound as a NumPy scalar.
     """
     weak = weak or [False] * len(in_types)
     hints = hints or [None] * len(in_types)
@@ -386,8 +388,10 @@ def trace_flat(fun, in_types, name, weak=None, hints=None, writeback=None):
         if writeback is not None:
             for i, (t, p) in enumerate(zip(tracers, params)):
                 if t.value is not p:
-                    writeback.append((i, ctx.writes.get(id(t))))
+                    writeback.append((i, ctx.writes.get(id(t)), "write"))
                     results.append(t.value)
+                elif id(t) in ctx.rebinds:
+                    writeback.append((i, ctx.rebinds[id(t)], "rebind"))
     fn = ctx.builder.build(results)
     return fn, out_tree, [outer for outer, _ in ctx.captures]
 

@@ -130,6 +130,7 @@ def inplace_operator(name):
         from .. import numpy as fnp
         new = getattr(fnp, ufunc)(self, other)
         if self.ndim == 0 and self.base is None:
+            self.ctx.rebinds.setdefault(id(self), user_location(full=True))
             return new
         return update(self, new, f"`x {symbol}= ...`", ufunc)
     method.__name__ = f"__i{name}__"
