@@ -17,8 +17,10 @@ from .dispatch import level
 from .numpy.constructors import numpy_constructors
 from .scipy import covered_names as _scipy_hook  # noqa: F401 - routes SciPy calls on tensors
 from .runtime.signature import Signature, explain_miss, leaf_array, log_compile, signature_of
+from .runtime.writeback import run_writing_back
 from .state import busy as _busy
 from .state import eager_transforms as _eager_state
+from .numpy.lazy_traced import make as lazy_traced
 from .tracer.randomness import watch as watch_random
 from .tracer.tracer import _state as _tracer_state
 from .tiering import Tiered
@@ -64,8 +66,9 @@ def _name_of(fun) -> str:
     return getattr(fun, "__name__", None) or type(fun).__name__
 
 
-def trace_signature(fun, sig: Signature, static_argnums, name=None):
-    """Trace fun for a signature; returns (Function, out_treedef)."""
+def trace_signature(fun, sig: Signature, static_argnums, name=None, writeback=None):
+    """Trace fun for a signature; returns (Function, out_treedef). Arguments fun updates in
+    place are listed in `writeback` (tracer.trace_flat); their values are extra results."""
     static = dict(sig.static)
     nargs = len(static) + len(sig.treedef[1])
 
@@ -77,9 +80,9 @@ def trace_signature(fun, sig: Signature, static_argnums, name=None):
     types = [t for t, _ in sig.types]
     weak = [w for _, w in sig.types]
     hints = _param_hints(fun, sig, nargs)
-    with watch_random(fun, static), numpy_constructors():   # draws here would be frozen: warn
+    with watch_random(fun, static), numpy_constructors(lazy_traced):  # draws here: warn
         fn, out_tree, _ = trace_flat(flat_fun, types, name or _name_of(fun), weak=weak,
-                                     hints=hints)
+                                     hints=hints, writeback=writeback)
     return fn, out_tree
 
 
@@ -119,17 +122,18 @@ def make_ir(fun, static_argnums=()):
     @functools.wraps(fun)
     def traced(*args):
         sig, _ = signature_of(args, static_argnums)
-        return trace_signature(fun, sig, static_argnums)[0]
+        return trace_signature(fun, sig, static_argnums, writeback=[])[0]
     return traced
 
 
 class Lowered:
     """What jit compiles for one signature: the optimized IR, the source and kernel count."""
 
-    def __init__(self, traced, ir, executable):
+    def __init__(self, traced, ir, executable, writeback=()):
         self.traced = traced
         self.ir = ir
         self.executable = executable
+        self.writeback = tuple(writeback)    # (leaf index, line, kind): runtime/writeback.py
 
     def compiled(self):
         """The executable, after a tiered compile under way has finished."""
@@ -207,12 +211,14 @@ class Jitted:
                 entry = self._entries.get(key)
                 if entry is None:
                     log_compile(explain_miss(_name_of(self.fun), self._last_sig, sig))
+                    writeback = []
                     with gc_paused():
-                        fn, out_tree = trace_signature(self.fun, sig, self.static_argnums)
+                        fn, out_tree = trace_signature(self.fun, sig, self.static_argnums,
+                                                       writeback=writeback)
                         executable = compile_function(fn, backend,
                                                       self.tiered and tiered_default())
                     entry = self._entries[key] = (Lowered(fn, getattr(executable, "ir", fn),
-                                                          executable), out_tree)
+                                                          executable, writeback), out_tree)
                     self._last_sig = sig
         return entry
 
@@ -257,6 +263,9 @@ class Jitted:
         sig, leaves = signature_of(args, self.static_argnums)
         lowered, out_tree = self._entry(sig, backend)
         arrays = [leaf_array(x) for x in leaves]
+        if lowered.writeback:                   # torch.compile's epilogue: see writeback.py
+            return unflatten(out_tree, run_writing_back(lowered, leaves, arrays,
+                                                        _name_of(self.fun)))
         key = None if self.static_argnums else _fast_key(args)
         if key is not None and all(a is x for a, x in zip(arrays, args)
                                    if type(x) is np.ndarray):

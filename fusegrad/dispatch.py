@@ -19,6 +19,13 @@ EAGER_LEVEL = 1
 _LEVELS: dict = {}
 
 
+class LazyArray:
+    """The base of fusegrad.numpy.lazy's arrays (np.zeros & co. made in traced user code):
+    tracers and tensors ask `isinstance(x, LazyArray)` here, below the package's face."""
+
+    __slots__ = ()
+
+
 def level(x) -> int:
     cls = type(x)
     lv = _LEVELS.get(cls)

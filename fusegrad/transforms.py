@@ -28,6 +28,7 @@ from . import lax
 from . import numpy as fnp
 from .ir.core import Op
 from .numpy.constructors import numpy_constructors
+from .numpy.lazy_eager import make as lazy_eager
 from .passes import autodiff
 from .runtime import engine
 from .runtime.grad_mode import enable_grad
@@ -56,7 +57,7 @@ def _eager_scope():
     _local.depth += 1
     add_busy(1)
     try:
-        with enable_grad(), numpy_constructors():
+        with enable_grad(), numpy_constructors(lazy_eager):
             yield
     finally:
         _local.depth -= 1

@@ -36,7 +36,7 @@ BRANCHES = {                # the points where a formula selects, beyond ties an
 }
 for _alias in ("power", "float_power"):
     BRANCHES[_alias] = BRANCHES["pow"]
-BRANCHES["fmod"] = BRANCHES["remainder"]
+BRANCHES["fmod"] = BRANCHES["floor_divide"] = BRANCHES["remainder"]
 
 
 def _registry_functions() -> dict:
@@ -88,6 +88,9 @@ NOT_SMOOTH = [
     ({"fmod"}, lambda x, y: y == 0 or x != 0 and _integer(x / y), ("yx", "yy"),
      "d/dy = -trunc(x / y) jumps where x / y is a nonzero integer"),
     ({"fmod"}, lambda x, y: y == 0, ALL, "fmod(x, 0) is nan"),
+    ({"floor_divide"}, lambda x, y: y == 0, ALL, "x // 0 is inf or nan"),
+    ({"floor_divide"}, lambda x, y: y != 0 and _integer(x / y), ALL,
+     "floor(x / y) jumps where x / y is an integer"),
     ({"copysign"}, lambda x, y: x == 0, ("xx", "yx"),
      "|x| sign(y) has a kink at x = 0"),
     ({"copysign"}, lambda x, y: y == 0, ("xy", "yy"), "the sign of y jumps at 0"),

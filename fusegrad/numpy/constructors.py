@@ -18,6 +18,8 @@ reshapes and broadcasts.
 from __future__ import annotations
 
 import contextlib
+import functools
+import linecache
 import math
 import sys
 import threading
@@ -26,9 +28,10 @@ import numpy as np
 
 from .. import lax
 from ..dispatch import level
-from ..tracer.location import _is_foreign, _is_internal, user_location
+from ..tracer.location import _is_foreign, _is_internal, instruction_at, user_location
 from .base import _dtype, _shape, _shape_arg, astype
 from .elementwise import where
+from .lazy import LazyMethods, concrete
 from .shapes import broadcast_to, concatenate, moveaxis, reshape, stack
 
 
@@ -81,47 +84,95 @@ def asarray(obj, dtype=None, **kwargs):
     return np.asarray(obj, dtype=dtype, **kwargs)
 
 
-# -- np.array and np.asarray while fusegrad traces or differentiates --------------------------
+# -- NumPy's constructors while fusegrad traces or differentiates -----------------------------
 # NumPy builds an array from a foreign object through __array__, which can only hand back
 # numbers. So while a trace or an eager transform runs, np.array, np.asarray, np.asanyarray and
 # np.ascontiguousarray are wrapped: called from user code on a tensor, a tracer or nested lists
-# of them, they record (a stack, as autograd's np.array); anything else, and every call from
-# NumPy, SciPy or fusegrad itself, goes to NumPy unchanged. Restored when the last one ends.
+# of them, they record (a stack, as autograd's np.array). Called from user code otherwise, they
+# and np.zeros and the rest of LAZY_CONSTRUCTORS return a new array as a lazy one (lazy.py:
+# an ndarray until a traced value is written into it). Every call from NumPy, SciPy, another
+# installed library or fusegrad itself goes to NumPy unchanged. Restored when the last ends.
 
 _CONSTRUCTORS = {"array": array, "asarray": asarray, "asanyarray": asarray,
                  "ascontiguousarray": asarray}
-_NUMPY = {name: getattr(np, name) for name in _CONSTRUCTORS}
+LAZY_CONSTRUCTORS = (
+    "array", "asarray", "asanyarray", "ascontiguousarray", "copy", "zeros", "ones", "empty",
+    "full", "zeros_like", "ones_like", "empty_like", "full_like", "eye", "identity", "tri",
+    "arange", "linspace", "logspace", "geomspace", "meshgrid")
+_NUMPY = {name: getattr(np, name) for name in LAZY_CONSTRUCTORS}
 _active = [0]
 _lock = threading.Lock()
+_local = threading.local()          # .lazy: the stack of lazy-array factories of this thread
 
 
-def _recording(name):
-    numpy_fn, ours = _NUMPY[name], _CONSTRUCTORS[name]
+def _from_user(filename) -> bool:
+    return not (_is_internal(filename) or _is_foreign(filename)
+                or "site-packages" in filename or "dist-packages" in filename)
 
-    def constructor(obj, *args, **kwargs):
-        caller = sys._getframe(1).f_code.co_filename
-        if _boxed(obj) and not _is_internal(caller) and not _is_foreign(caller):
-            return ours(obj, *args, **kwargs)
-        return numpy_fn(obj, *args, **kwargs)
+
+def _wrapper(name):
+    numpy_fn, ours = _NUMPY[name], _CONSTRUCTORS.get(name)
+
+    def constructor(*args, **kwargs):
+        frame = sys._getframe(1)
+        if not _from_user(frame.f_code.co_filename):
+            return numpy_fn(*args, **kwargs)
+        if ours is not None and args and _boxed(args[0]):
+            return ours(*args, **kwargs)
+        out = numpy_fn(*args, **kwargs)
+        stack = getattr(_local, "lazy", None)
+        if not stack or stack[-1] is None or not _calls(frame.f_code, frame.f_lasti, name):
+            return out
+        return _lazy(out, args, stack[-1])
     constructor.__name__ = constructor.__qualname__ = name
     constructor.__doc__ = numpy_fn.__doc__
     return constructor
 
 
-_WRAPPED = {name: _recording(name) for name in _CONSTRUCTORS}
+@functools.lru_cache(maxsize=4096)
+def _calls(code, lasti, name) -> bool:
+    """Whether the call the user's frame is making is to `np.<name>` itself. Compiled code
+    (a Cython Generator method: RNG.normal) calls np.empty without a frame of its own, so the
+    user's frame seems to call it; such a caller needs a real ndarray."""
+    ins = instruction_at(code, lasti)
+    pos = getattr(ins, "positions", None)
+    if pos is None or pos.lineno is None or pos.col_offset is None:
+        return False
+    line = linecache.getline(code.co_filename, pos.lineno)[pos.col_offset:]
+    callee = line.split("(", 1)[0].strip()
+    return callee.rsplit(".", 1)[-1] == name
+
+
+def _lazy(out, args, make):
+    """A new C-contiguous ndarray as a lazy array (each of meshgrid's); anything else as it is,
+    an array that shares memory with an argument (np.asarray(a) is a) included."""
+    if isinstance(out, (list, tuple)):
+        return type(out)(_lazy(o, args, make) for o in out)
+    if type(out) is not np.ndarray or not out.flags.c_contiguous or any(
+            np.may_share_memory(out, concrete(a)) for a in args
+            if isinstance(a, (np.ndarray, LazyMethods))):
+        return out
+    return make(out)
+
+
+_WRAPPED = {name: _wrapper(name) for name in LAZY_CONSTRUCTORS}
 
 
 @contextlib.contextmanager
-def numpy_constructors():
-    """Make np.array and friends record for the duration (see above); nests."""
+def numpy_constructors(lazy=None):
+    """Make np.array and friends record, and np.zeros and friends return lazy arrays made by
+    `lazy(ndarray)` (None: plain ones), for the duration (see above); nests."""
     with _lock:
         _active[0] += 1
         if _active[0] == 1:
             for name, fn in _WRAPPED.items():
                 setattr(np, name, fn)
+    stack = _local.__dict__.setdefault("lazy", [])
+    stack.append(lazy)
     try:
         yield
     finally:
+        stack.pop()
         with _lock:
             _active[0] -= 1
             if _active[0] == 0:
@@ -181,7 +232,7 @@ def _static_key(key):
         raise IndexError(f"item assignment with a traced index at {user_location(full=True)}: "
                          f"the positions would depend on the data; write "
                          f"np.where(mask, value, x) instead")
-    return key.data if level(key) == 1 else key    # integer or boolean indices: no gradient
+    return key.data if level(key) == 1 else concrete(key)   # integer or boolean: no gradient
 
 
 def _operand(value, dtype):

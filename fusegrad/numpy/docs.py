@@ -76,11 +76,13 @@ UNSUPPORTED = [
      "`np.where(mask, x, 0)` (or `x * mask`) keeps the shape; a masked mean is "
      "`np.sum(np.where(mask, x, 0)) / np.sum(mask)`. On concrete data, call them outside the "
      "traced function."),
-    (("`np.add(a, b, out=a)` on a traced value or into a NumPy array",
+    (("`np.add(a, b, out=a)` with a traced value written into a NumPy array made outside "
+      "the traced function",
       "ufunc methods: `np.add.reduce`, `.accumulate`, `.reduceat`, `.outer`, `.at`"),
-     "The IR is SSA: a traced value is never written in place, and writing a tensor into a "
-     "NumPy array would drop its gradient. (An eager tensor's own `out=`, "
-     "`np.add(t, v, out=t)`, is supported: one recorded in-place write, see docs/design.md.)",
+     "Writing a tensor or traced value into a NumPy array would drop its gradient. (`out=` "
+     "a traced array, or an array made by np.zeros and friends inside the traced function, "
+     "is an in-place update by functionalization; an eager tensor's own `out=` is one "
+     "recorded in-place write: docs/design.md, \"In-place operations\".)",
      "`a = a + b`; {np.sum}, {np.prod}, {np.max} for `reduce`, {np.cumsum} for "
      "`add.accumulate`, {np.outer} or broadcasting (`a[:, None] * b`) for `outer`, item "
      "assignment `x[idx] = v` with distinct indices for `at`."),

@@ -27,6 +27,7 @@ from ..dispatch import level
 from ..tracer.location import user_location
 from .base import _axes, _dtype, _indices, _ndim, _shape, astype
 from .elementwise import where
+from .lazy import concrete
 from .reductions import sum as _sum
 from .shapes import broadcast_to, ravel, reshape, transpose
 
@@ -87,7 +88,7 @@ def _expand_masks(key):
 
 def getitem(x, key):
     shape = _shape(x)
-    key = _normalize(_expand_masks(key), len(shape))
+    key = _normalize(_expand_masks(concrete(key)), len(shape))
     start, stop, step, flips, ints, arrays = [], [], [], [], [], []
     final, advanced, axis = [], [], 0       # final: the result's dims, "S" for the arrays'
     for pos, k in enumerate(key):

@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import lax
 from .base import _dtype, _no_out, _numeric, astype
+from .elementwise import _float_dtype
 
 
 def _is_integer(x) -> bool:
@@ -68,12 +69,38 @@ def fmod(x, y):
 mod = remainder
 
 
+def floor_divide(x, y):
+    """x // y. Integers: the div primitive (floor division; x // 0 is 0). Floats: NumPy's own
+    recipe (npy_divmod) from fmod, so that 1 // 0.1 is 9.0 as in NumPy, not floor(1 / 0.1) =
+    10.0; piecewise constant, so no gradient reaches x or y except through floor's zero."""
+    x, y = _numeric(x), _numeric(y)
+    if _is_integer(x) and _is_integer(y):
+        return lax.div(x, y)
+    x, y = _common_float(x, y)
+    mod = lax.fmod(x, y)
+    div = lax.div(lax.sub(x, mod), y)
+    fix = lax.and_(lax.ne(mod, 0.0), lax.ne(lax.lt(y, 0.0), lax.lt(mod, 0.0)))
+    div = lax.select(fix, lax.sub(div, 1.0), div)
+    floor_div = lax.floor(div)
+    floor_div = lax.select(lax.gt(lax.sub(div, floor_div), 0.5), lax.add(floor_div, 1.0),
+                           floor_div)
+    quotient = lax.div(x, y)
+    out = lax.select(lax.eq(div, 0.0), lax.mul(quotient, 0.0), floor_div)   # a signed zero
+    return lax.select(lax.eq(y, 0.0), lax.floor(quotient), out)
+
+
+def _common_float(x, y):
+    dtype = _float_dtype(x, y)
+    return astype(x, dtype), astype(y, dtype)
+
+
 __all__ = [
-    "around", "ceil", "floor", "fmod", "mod", "remainder", "rint", "round", "trunc",
+    "around", "ceil", "floor", "floor_divide", "fmod", "mod", "remainder", "rint", "round",
+    "trunc",
 ]
 
 # NumPy's functions that land here through __array_ufunc__ / __array_function__.
 HANDLED = {
     np.floor: floor, np.ceil: ceil, np.trunc: trunc, np.rint: rint, np.remainder: remainder,
-    np.fmod: fmod, np.round: round, np.around: around,
+    np.fmod: fmod, np.round: round, np.around: around, np.floor_divide: floor_divide,
 }

@@ -13,6 +13,9 @@ the seed's "modified by an inplace operation". With grad mode on:
   not follow the write (PyTorch rebases views on their base; this engine keeps no view bases).
 
 Under no_grad nothing is recorded: `w -= lr * w.grad` updates the leaf itself (the SGD step).
+Inside fg.grad / fg.vjp of a function (NumPy code, not the tensor API) a recorded in-place op
+follows NumPy by functionalization instead (`_functional`), as traced code does, so that
+`logits -= np.max(logits)` is not refused for having overwritten a saved value.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..formulas import vjp_rules
+from ..state import eager_transforms
 from ..tracer.location import user_location
 from .grad_mode import _state as _grad_state
 from .graph import input_mode
@@ -53,6 +57,12 @@ class InplaceMethods:
     def __itruediv__(self, other): return self._inplace("div", other, "/=")
     def __ipow__(self, other): return self._inplace("pow", other, "**=")
     def __imod__(self, other): return self._inplace("mod", other, "%=")
+
+    def __ifloordiv__(self, other):
+        """Floor division has no gradient: the quotient, detached, fills self."""
+        from ..numpy.rounding import floor_divide
+        other = other.detach() if isinstance(other, InplaceMethods) else other
+        return self._inplace("fill", floor_divide(self.detach(), other), "//=")
     def __imatmul__(self, other): return self._inplace("matmul", other, "@=")
     def __iand__(self, other): return self._inplace("and", other, "&=")
     def __ior__(self, other): return self._inplace("or", other, "|=")
@@ -60,7 +70,10 @@ class InplaceMethods:
     def _inplace(self, kind, source, label):
         prim, ufunc = _KINDS[kind]
         if _grad_state.enabled and self._records(source, label):
-            self._rebase(prim, source, label)
+            if eager_transforms.depth:
+                self._functional(prim, source, label)
+            else:
+                self._rebase(prim, source, label)
         else:
             value = source.data if isinstance(source, InplaceMethods) else source
             if ufunc is None:
@@ -106,6 +119,26 @@ class InplaceMethods:
         np.copyto(self.data, new.data, casting="same_kind")
         self._vc().bump(label, user_location(full=True))
         node, self.grad_fn, self._requires_grad = self.grad_fn, new.grad_fn, new._requires_grad
+        if node is not None and node.retained is not None and self.grad_fn is not None:
+            self.grad_fn.retained, node.retained = node.retained, None
+
+    def _functional(self, prim, source, label) -> None:
+        """Inside fg.grad of a NumPy function: NumPy's semantics by functionalization, as under
+        jit. The op is recorded on a stand-in for self's old value, which keeps its buffer
+        (saved for backward, it is not overwritten), and self takes the result's new buffer and
+        history, so every name bound to self sees the update (`logits -= np.max(logits)`)."""
+        old = self.detach()
+        old.grad_fn, old._requires_grad = self.grad_fn, self._requires_grad
+        args = (True, source, old) if prim == "select" else (old, source)
+        new = type(self)._fg_bind(prim, args, {})
+        if new.shape != self.shape:
+            raise ValueError(f"non-broadcastable output operand with shape {self.shape} "
+                             f"doesn't match the broadcast shape {new.shape}")
+        if new.dtype != self.dtype:
+            new = new.astype(self.dtype)
+        node = self.grad_fn
+        self.data, self.grad_fn, self._version = new.data, new.grad_fn, None
+        self._requires_grad = new._requires_grad
         if node is not None and node.retained is not None and self.grad_fn is not None:
             self.grad_fn.retained, node.retained = node.retained, None
 

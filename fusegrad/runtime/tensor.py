@@ -21,6 +21,7 @@ import weakref
 
 import numpy as np
 
+from ..dispatch import LazyArray
 from ..formulas import node_names, vjp_rules
 from ..ir.types import NP_DTYPES, dtype_name
 from ..tracer.location import user_location
@@ -86,8 +87,8 @@ def _shortcut(prim, general, reflected=False):
     return op
 
 
-class Tensor(InplaceMethods, ArrayMethods):
-    """An eager array with autograd metadata. Create it with `fusegrad.tensor(...)`."""
+class TensorSlots(InplaceMethods, ArrayMethods):
+    """A Tensor's storage, shared with lazy.LazyEager so an object can become a Tensor."""
 
     __slots__ = (
         "__weakref__",
@@ -98,6 +99,12 @@ class Tensor(InplaceMethods, ArrayMethods):
         "grad",
         "grad_fn",
     )
+
+
+class Tensor(TensorSlots):
+    """An eager array with autograd metadata. Create it with `fusegrad.tensor(...)`."""
+
+    __slots__ = ()
     _fg_level = 1
 
     def __init__(self, data, dtype=None, requires_grad=False):
@@ -113,6 +120,9 @@ class Tensor(InplaceMethods, ArrayMethods):
                 datas.append(a.data)
                 if a._requires_grad:
                     needs_grad = True
+            elif isinstance(a, LazyArray):     # a constant now: its numbers, as they are
+                args = _snapshot(args)
+                return cls._fg_bind(prim, args, params)
             else:
                 datas.append(a)
         data = apply(prim, datas, params)
@@ -317,6 +327,12 @@ def _init(t, data, requires_grad=False):
     t._requires_grad = False
     if requires_grad:
         t.requires_grad_(True)
+
+
+def _snapshot(args) -> tuple:
+    """Lazy arrays (numpy/lazy.py) among an op's operands as copies of their numbers: a later
+    NumPy write into one, or its becoming a tensor, must not change a recorded constant."""
+    return tuple(np.array(a) if isinstance(a, LazyArray) else a for a in args)
 
 
 def _wrap(data) -> Tensor:

@@ -87,9 +87,14 @@ def _public_module(module: str) -> str:
 def instruction(frame):
     """The bytecode instruction `frame` is executing (a CALL, STORE_SUBSCR, ...), or None.
     f_lasti may point into the instruction's inline cache entries (a call into Python code)."""
+    return instruction_at(frame.f_code, frame.f_lasti)
+
+
+def instruction_at(code, lasti):
+    """The instruction of `code` at offset `lasti` (or whose inline caches hold it), or None."""
     found = None
-    for ins in dis.get_instructions(frame.f_code):
-        if ins.offset > frame.f_lasti:
+    for ins in dis.get_instructions(code):
+        if ins.offset > lasti:
             break
         found = ins
     return found

@@ -63,6 +63,8 @@ class ArrayMethods:
     def __rmul__(self, other): return _fnp().multiply(other, self)
     def __truediv__(self, other): return _fnp().true_divide(self, other)
     def __rtruediv__(self, other): return _fnp().true_divide(other, self)
+    def __floordiv__(self, other): return _fnp().floor_divide(self, other)
+    def __rfloordiv__(self, other): return _fnp().floor_divide(other, self)
     def __mod__(self, other): return _fnp().remainder(self, other)
     def __rmod__(self, other): return _fnp().remainder(other, self)
     def __pow__(self, other): return _fnp().power(self, other)

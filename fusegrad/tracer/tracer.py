@@ -16,12 +16,13 @@ import numpy as np
 
 from .. import dispatch
 from ..conversion import ConcretizationError, conversion_error, storing
-from ..dispatch import level
+from ..dispatch import LazyArray, level
 from ..ir.core import Builder, Function, Value
 from ..ir.primitives import ELEMENTWISE, UNARY_FLOAT, ShapeError
 from ..ir.types import TensorType, dtype_name
 from ..state import add_busy
 from ..tree import flatten
+from . import views
 from .location import call_located, user_location
 from .methods import ArrayMethods
 
@@ -53,6 +54,9 @@ class TraceContext:
         self._lifted: dict[int, Value] = {}
         self.fixed_loc = _WALK      # a pass replaying ops sets the loc instead of a frame walk
         self.lift_tensors = False   # eager tensors that require grad become captures too
+        self.shadows: dict = {}     # id(root) -> (root, positions): see views.py
+        self.writes: dict = {}      # id(tracer) -> the user's line of its last in-place write
+        self.rebinds: dict = {}     # id(0-d tracer) -> the line of its first `+=` (a rebind)
 
     def __enter__(self):
         _stack().append(self)
@@ -70,14 +74,14 @@ class TraceContext:
         """The IR value of x in this context: lifts outer tracers, embeds constants."""
         if isinstance(x, Tracer):
             if x.ctx is self:
-                if x.base is not None and x.base[0].value is not x.base[1]:
-                    _stale_view()
                 return x.value
             return self._lift(x)
         if level(x) > 0:                        # an eager tensor: its data, as a constant
             if self.lift_tensors and x.requires_grad:
                 return self._lift_tensor(x)
             x = x.data
+        elif isinstance(x, LazyArray):         # numpy/lazy.py: its numbers as they are now
+            x = np.array(x)
         array = np.asarray(x, dtype=None if dtype is None else TensorType(dtype, ()).np_dtype)
         if array.dtype != np.dtype(TensorType.of(array).np_dtype):
             array = array.astype(TensorType.of(array).np_dtype)
@@ -139,35 +143,52 @@ def _shape_of(x) -> tuple:
     return x.value.type.shape if isinstance(x, Tracer) else np.shape(x.data if level(x) else x)
 
 
-class Tracer(ArrayMethods):
-    __slots__ = ("value", "ctx", "weak", "base")
+class TracerSlots(ArrayMethods):
+    """A Tracer's storage, shared with lazy.LazyTraced so an object can become a Tracer."""
+    __slots__ = ("_value", "ctx", "weak", "base")
+
+
+class Tracer(TracerSlots):
+    __slots__ = ()
     _fg_level = 2
 
     def __init__(self, value: Value, ctx: TraceContext, weak: bool = False):
-        self.value = value
+        self._value = value
         self.ctx = ctx
         self.weak = weak
-        self.base = None    # for a NumPy view (x[1:]): (x, x's value then); see __getitem__
+        self.base = None    # a views.View when this is a NumPy view of another traced array
+
+    @property
+    def value(self) -> Value:
+        """The IR value; a view whose root was written since is computed from the root again."""
+        view = self.base
+        if view is not None and view.stale():
+            self._value = view.recompute()
+        return self._value
+
+    @value.setter
+    def value(self, value: Value):
+        self._value = value
 
     @property
     def aval(self) -> TensorType:
-        return self.value.type
+        return self._value.type
 
     @property
     def shape(self) -> tuple:
-        return self.value.type.shape
+        return self._value.type.shape
 
     @property
     def dtype(self) -> np.dtype:
-        return self.value.type.np_dtype
+        return self._value.type.np_dtype
 
     @property
     def ndim(self) -> int:
-        return self.value.type.ndim
+        return self._value.type.ndim
 
     @property
     def size(self) -> int:
-        return self.value.type.size
+        return self._value.type.size
 
     def __repr__(self):
         return f"Tracer<{self.value.type}>"
@@ -209,30 +230,44 @@ class Tracer(ArrayMethods):
         raise conversion_error("NumPy called __array__", traced=True)
 
     def __getitem__(self, key):
-        """x[key]; a basic index (ints, slices) is a view in NumPy, which would show later
-        item assignments into x: such a result remembers x's value, so that reading it after
-        one raises (ctx.read) instead of silently keeping the old numbers."""
+        """x[key]; a basic index (ints, slices) is a view in NumPy, so the result is one here
+        too (views.py): it sees later writes into x, and writes into it reach x."""
         out = ArrayMethods.__getitem__(self, key)
         keys = key if isinstance(key, tuple) else (key,)
-        if isinstance(out, Tracer) and (out.ndim or any(k is Ellipsis for k in keys)) and all(
-                k is None or k is Ellipsis or isinstance(k, (int, np.integer, slice))
-                for k in keys):
-            root = self if self.base is None else self.base[0]
-            out.base = (root, root.value)
+        if all(k is None or k is Ellipsis or isinstance(k, (int, np.integer, slice))
+               for k in keys):
+            views.track(out, self, lambda shadow: shadow[key])
         return out
 
     def _assign(self, new, label):
-        """`x[key] = v` (ArrayMethods.__setitem__): x now names the updated value; the views
-        taken from x before can no longer be read (see __getitem__)."""
+        """Every write ends here (`x[key] = v`, `x += v`, out=x): x now names the new value,
+        so every name bound to x sees it; a view writes into its root (views.py)."""
+        if level(new) == 0 and _stack() and _stack()[-1] is self.ctx:     # x[...] = 0.0
+            new = Tracer(self.ctx.read(np.asarray(new, dtype=self.dtype)), self.ctx)
         if not isinstance(new, Tracer) or new.ctx is not self.ctx:
             raise TypeError(f"{label} at {user_location(full=True)}: the target is a traced "
                             f"value of an enclosing trace; assign into a copy made here")
         if self.base is not None:
-            raise TypeError(
-                f"{label} at {user_location(full=True)} writes into a view (a slice of another "
-                f"traced array): NumPy would write through to that array, a trace cannot. "
-                f"Assign into the array itself (x[1:][0] = v is x[1] = v), or into a .copy().")
-        self.value = new.value
+            views.write_through(self, new, label)
+            return
+        self._value = new.value
+        self.ctx.writes[id(self)] = user_location(full=True)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """np.add(a, b, out=x) with x traced is `x = a + b` written into x (views.update)."""
+        out = kwargs.get("out")
+        out = out[0] if isinstance(out, tuple) and len(out) == 1 else out
+        if isinstance(out, Tracer) and method == "__call__":
+            rest = {k: v for k, v in kwargs.items() if k != "out"}
+            new = ArrayMethods.__array_ufunc__(self, ufunc, method, *inputs, **rest)
+            return views.update(out, new, f"numpy.{ufunc.__name__}(..., out=x)", ufunc.__name__)
+        return ArrayMethods.__array_ufunc__(self, ufunc, method, *inputs, **kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        out = ArrayMethods.__array_function__(self, func, types, args, kwargs)
+        if func in views.VIEW_FUNCTIONS and args and args[0] is self:
+            views.track(out, self, lambda shadow: func(shadow, *args[1:], **kwargs))
+        return out
 
     @classmethod
     def _fg_trace(cls, fun, in_types, weak, name):
@@ -259,33 +294,7 @@ class Tracer(ArrayMethods):
 
 _STRONG_RESULT = frozenset(("convert", "lt", "le", "gt", "ge", "eq", "ne"))
 
-
-def _augmented(symbol):
-    """`x += v` on a tracer. NumPy would write into x's array, so every other name and view of
-    it (and the caller's argument) would change too; a trace cannot follow that, and silently
-    rebinding x (Python's fallback to __add__) would give a different answer. So: an error."""
-    def method(self, other):
-        raise TypeError(
-            f"in-place `x {symbol}= ...` on a traced value at {user_location(full=True)}: "
-            f"a traced value is not updated in place (NumPy would also change every other "
-            f"name and view of the same array, and the caller's). Write `x = x {symbol} ...` "
-            f"(or `x[k] = x[k] {symbol} ...`) to make a new value.")
-    method.__name__ = f"__i{_AUGMENTED[symbol]}__"
-    return method
-
-
-_AUGMENTED = {"+": "add", "-": "sub", "*": "mul", "/": "truediv", "//": "floordiv",
-              "%": "mod", "**": "pow", "@": "matmul", "&": "and", "|": "or", "^": "xor",
-              "<<": "lshift", ">>": "rshift"}
-for _symbol, _name in _AUGMENTED.items():
-    setattr(Tracer, f"__i{_name}__", _augmented(_symbol))
-
-
-def _stale_view():
-    raise TypeError(
-        f"a slice of a traced array is used at {user_location(full=True)} after an item "
-        f"assignment into that array: NumPy's view would show the new values, a trace keeps "
-        f"the old ones. Take the slice after the assignment, or .copy() it before.")
+views.install(Tracer, ArrayMethods)
 
 
 def _is_weak(x) -> bool:
@@ -373,20 +382,31 @@ def inline(fn: Function, args) -> list:
     return [Tracer(env[r], ctx) for r in fn.results]
 
 
-def trace_flat(fun, in_types, name, weak=None, hints=None, lift_tensors=False):
+def trace_flat(fun, in_types, name, weak=None, hints=None, lift_tensors=False, writeback=None):
     """Trace fun(*tracers) for the given param types.
 
     Returns (Function, out_treedef, captures): the outputs of fun may be any pytree; captures
     lists the outer tracers lifted into extra trailing params of the Function (and with
-    lift_tensors, the eager tensors requiring grad that fun closes over).
+    lift_tensors, the eager tensors requiring grad that fun closes over). Given a list as
+    `writeback`, the params fun updated in place get their final values as extra trailing
+    results, and the list gets (param index, the user's line of the last write, "write") for
+    each, and (index, line, "rebind") for a 0-d param that `+=` rebound as a NumPy scalar.
     """
     weak = weak or [False] * len(in_types)
     hints = hints or [None] * len(in_types)
     with TraceContext(name) as ctx:
         ctx.lift_tensors = lift_tensors
         tracers = [ctx.new_param(t, h, w) for t, h, w in zip(in_types, hints, weak)]
+        params = [t.value for t in tracers]
         leaves, out_tree = flatten(call_located(fun, *tracers))
         results = [ctx.read(leaf) for leaf in leaves]
+        if writeback is not None:
+            for i, (t, p) in enumerate(zip(tracers, params)):
+                if t.value is not p:
+                    writeback.append((i, ctx.writes.get(id(t)), "write"))
+                    results.append(t.value)
+                elif id(t) in ctx.rebinds:
+                    writeback.append((i, ctx.rebinds[id(t)], "rebind"))
     fn = ctx.builder.build(results)
     return fn, out_tree, [outer for outer, _ in ctx.captures]
 
