@@ -68,6 +68,8 @@ def value_and_grad(chunk_loss, argnums=0, reduce="sum", regularizer=None, split_
 
 
 class DaskValueAndGrad:
+    """What value_and_grad returns: call it with the parameters and the Dask arrays."""
+
     def __init__(self, chunk_loss, argnums, reduce, regularizer, split_every, backend):
         self.chunk_loss, self.argnums, self.reduce = chunk_loss, argnums, reduce
         self.regularizer, self.split_every, self.backend = regularizer, split_every, backend

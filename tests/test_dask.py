@@ -166,6 +166,14 @@ def test_bad_arguments_say_what_to_do():
         fgd.value_and_grad(logistic)(p, X, y)
 
 
+def test_the_core_package_does_not_import_dask():
+    code = "import sys, fusegrad; print(sorted(m for m in sys.modules if m.split('.')[0] in " \
+           "('dask', 'distributed') or m == 'fusegrad.dask'))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
 # ---- the processes scheduler -------------------------------------------------------------------
 
 def test_processes_scheduler():
@@ -243,10 +251,3 @@ def _busy_worker(client, timeout=60.0):
         time.sleep(0.05)
     raise AssertionError("no worker ever ran a chunk")
 
-
-def test_the_core_package_does_not_import_dask():
-    code = "import sys, fusegrad; print(sorted(m for m in sys.modules if m.split('.')[0] in " \
-           "('dask', 'distributed') or m == 'fusegrad.dask'))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
