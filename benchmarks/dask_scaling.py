@@ -7,8 +7,9 @@ Throughput: the value and gradient of examples/dask_regression.py's logistic los
 the rows, 8 features) on data that fits, in examples per second, median of --repeats calls
 after a warm-up call (which compiles): the in-memory `fg.jit(fg.value_and_grad(loss))` on the
 whole arrays, then fusegrad.dask on the same rows in chunks with Dask's threaded scheduler and
-with a dask.distributed LocalCluster of 1 and 2 single-threaded worker processes (the chunks
-persisted on the workers first, so a call moves the parameters and the sums, not the data).
+with a dask.distributed LocalCluster of 1 and 2 single-threaded worker processes (the same rows
+generated and persisted on the workers first, so a call moves the parameters and the sums,
+not the data).
 
 Memory: one gradient pass over --big-n rows generated chunk by chunk (never held whole), each
 in a fresh process: the driver's peak resident memory (Linux's VmHWM, reset just before) above
@@ -67,7 +68,7 @@ def throughput(n, chunk, repeats):
     for workers in (1, 2):
         with LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=":0") \
                 as cluster, Client(cluster) as client:
-            on_workers = client.persist([lazy_X, lazy_y])
+            on_workers = client.persist(list(ex.dataset(n, D, chunk)))   # made there
             rows.append((f"fusegrad.dask, distributed, {workers} worker"
                          f"{'s' if workers > 1 else ''}", per_second(
                              lambda: vg(params, *on_workers), n, repeats)))

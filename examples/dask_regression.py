@@ -57,7 +57,7 @@ def chunk_loss(params, X, y):
 
 
 def ridge(params):
-    return 1e-4 * np.sum(params["w"] ** 2)
+    return 1e-6 * np.sum(params["w"] ** 2)
 
 
 def train(X, y, d, iters):
