@@ -5,14 +5,17 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def run(*args, timeout=240):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(   # this checkout's fusegrad
+        [ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}
     proc = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
 
@@ -44,3 +47,16 @@ def test_train_mlp_reaches_its_accuracy_and_writes_the_ir(tmp_path):
         assert "(no SVG: rendering needs the Graphviz 'dot' program" in out
         pytest.skip("Graphviz's dot is not on PATH: the .dot text was checked, the SVG was not")
     assert (tmp_path / "grad_ir.svg").read_text().lstrip().startswith(("<?xml", "<svg"))
+
+
+def test_dask_regression_trains_on_lazily_generated_chunks():
+    pytest.importorskip("dask.array")
+    out = run("examples/dask_regression.py", "--n", "60000", "--chunk", "7000", "--iters", "40")
+    assert "60,000 examples x 8 features" in out and "9 chunks of 7,000 rows" in out
+    losses = [float(line.split("loss")[1].split()[0]) for line in out.splitlines()
+              if line.startswith("iteration")]
+    assert len(losses) >= 5 and losses[0] == round(np.log(2.0), 6)   # w = 0: log 2
+    assert all(b <= a for a, b in zip(losses, losses[1:])) and losses[-1] < 0.4
+    assert "CONVERGENCE" in out
+    error = float(out.split("largest |weight - true weight|:")[1].split()[0])
+    assert error < 0.1              # 60 000 draws pin 9 weights to a few hundredths
