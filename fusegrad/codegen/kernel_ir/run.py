@@ -88,7 +88,7 @@ def _runner(cfunc, plan, errors):
     fn = plan.fn
     consts = plan.consts
     owned = {i: r for r, i in plan.result_slot.items()}
-    results = [(r.shape, r.type.np_dtype) for r in fn.results]
+    results = [(r.shape, str(r.type.np_dtype)) for r in fn.results]
     params = [p.type.np_dtype for p in fn.params]
     copies = []
     for i, r in enumerate(fn.results):
