@@ -33,8 +33,7 @@ def sample(dtype, shape, positive=False):
         return np.abs(x) + 1 if positive else x
     x = RNG.standard_normal(shape) * 3
     x.flat[:4] = [0.0, -0.0, np.inf, np.nan][:x.size]
-    return (np.abs(x) if positive else x).astype(dtype.replace("f", "float").replace(
-        "float32", "float32").replace("float64", "float64"))
+    return (np.abs(x) if positive else x).astype(np_dtype(dtype))
 
 
 def np_dtype(dtype):

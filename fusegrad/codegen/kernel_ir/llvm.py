@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import struct
 
-from .nodes import Alu, Const, Gemm, Load, Loop, Note, Raise, Reg, Store
+from .nodes import Alu, Gemm, Load, Loop, Note, Raise, Reg, Store
 
 LL = {"f32": "float", "f64": "double", "i64": "i64", "i32": "i32", "bool": "i1"}
 MEM = {**LL, "bool": "i8"}
