@@ -17,15 +17,28 @@ from __future__ import annotations
 
 import os
 
-from . import kernel_ir, nests, straight, straight_loops
+from . import kernel_ir, loops, nests, straight, straight_loops
 
 KERNEL_IR = os.environ.get("FUSEGRAD_KERNEL_IR", "1") != "0"
+# A function of control flow and at most this much glue around it runs the glue on the
+# interpreter: the RNN of benchmarks/compile_time.py has 10 glue ops (fills, two sums), which
+# NumPy runs in 63 us a call (of 1.04 ms) and Numba took 1.8 s to compile (kernels, segments).
+GLUE_MAX_OPS = 16
+GLUE_MAX_ELEMENTS = 1 << 14
+
+
+def glue_only(ir) -> bool:
+    """Whether ir is control-flow ops (loops.HOSTS) with only a little small glue around."""
+    glue = [op for op in ir.ops if op.prim not in loops.HOSTS]
+    return len(glue) < len(ir.ops) and len(glue) <= GLUE_MAX_OPS and all(
+        v.type.size <= GLUE_MAX_ELEMENTS for op in glue for v in op.outputs)
+
+
 _INDEX_OPS = {"take", "take_along_axis", "scatter_add", "scatter_add_along_axis"}
 
 
 def choose(ir, scan=None, nests_ok: bool = True) -> tuple:
     """(path, reason) for compiling ir (a scan body when scan is (num_consts, num_carry))."""
-    from .compile import glue_only
     if scan is not None:
         if straight_loops.supports(ir, *scan):
             return "straight_scan", "a scan body of small f64 arrays"

@@ -39,7 +39,7 @@ from ..ir.evaluate import apply, eval_function
 from ..runtime.signature import log_compile
 from .. import version
 from . import kernel_ir, loops, nests, straight, straight_loops
-from .choose import choose
+from .choose import GLUE_MAX_ELEMENTS, GLUE_MAX_OPS, choose, glue_only  # noqa: F401
 from .buffers import Stack
 
 # Numba itself (0.6 s to import), and the modules that need it, are imported where a function is
@@ -180,7 +180,7 @@ def compile_numba(ir: Function, parallel: bool | None = None, scan=None,
     (loops.scan_source). nests_ok=False compiles what the loop nests would take with Numba
     (the second tier of api.Tiered)."""
     path, reason = choose(ir, scan, nests_ok)
-    log_compile(f"compile {ir.name}: {path} ({reason})")
+    log_compile(f"choose {ir.name}: {path} ({reason})")
     if path in _LLVM_PATHS:
         try:
             return _LLVM_PATHS[path](ir, scan)
@@ -252,20 +252,6 @@ def _llvm_executable(ir, run, text, kind: str, what: str, start: float) -> Execu
     executable = Executable(ir, text, 1, None, run, None, None)
     executable.kind = kind
     return executable
-
-
-# A function of control flow and at most this much glue around it runs the glue on the
-# interpreter: the RNN of benchmarks/compile_time.py has 10 glue ops (fills, two sums), which
-# NumPy runs in 63 us a call (of 1.04 ms) and Numba took 1.8 s to compile (kernels, segments).
-GLUE_MAX_OPS = 16
-GLUE_MAX_ELEMENTS = 1 << 14
-
-
-def glue_only(ir) -> bool:
-    """Whether ir is control-flow ops (loops.HOSTS) with only a little small glue around."""
-    glue = [op for op in ir.ops if op.prim not in loops.HOSTS]
-    return len(glue) < len(ir.ops) and len(glue) <= GLUE_MAX_OPS and all(
-        v.type.size <= GLUE_MAX_ELEMENTS for op in glue for v in op.outputs)
 
 
 def without_numba(ir) -> bool:
