@@ -16,6 +16,13 @@ from fusegrad.codegen.chunks import CHUNK, SMALL_MAX, min_parallel_size
 pytestmark = pytest.mark.usefixtures("numba_codegen")   # Numba's code generator
 
 
+@pytest.fixture(autouse=True)
+def numba_renderer(monkeypatch):
+    """This file reads the Numba renderer's parallel source; float32 programs go to the kernel
+    IR by default (tests/test_kernel_ir.py), so it is switched off here."""
+    monkeypatch.setattr("fusegrad.codegen.choose.KERNEL_IR", False)
+
+
 def loss(x, w, b):
     return np.sum(np.tanh(x * w + b) * (1 / (1 + np.exp(-x))))
 

@@ -37,6 +37,13 @@ UNARY = tuple(p.name for p in _FLOAT_OPS if p.arity == 1)
 BINARY = tuple(p.name for p in _FLOAT_OPS if p.arity == 2)
 
 
+@pytest.fixture(autouse=True)
+def numba_renderer(monkeypatch):
+    """This file reads the Numba renderer's source; float32, int64 and index programs go to
+    the kernel IR by default (tests/test_kernel_ir.py), so it is switched off here."""
+    monkeypatch.setattr("fusegrad.codegen.choose.KERNEL_IR", False)
+
+
 def same(exe, fn, args, tol):
     got, want = exe(list(args)), eval_function(fn, list(args))
     assert len(got) == len(want)

@@ -19,6 +19,16 @@ pytestmark = [pytest.mark.skipif(not pool.AVAILABLE, reason=f"no BLAS pool: {poo
 rng = np.random.default_rng(7)
 
 
+@pytest.fixture(autouse=True, scope="module")
+def numba_renderer():
+    """This file splits the Numba renderer's kernels; float32 programs go to the kernel IR by
+    default (tests/test_kernel_ir.py), so it is switched off here (module-wide: the compiled
+    fixture outlives a test)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("fusegrad.codegen.choose.KERNEL_IR", False)
+        yield
+
+
 def layer(x, b):                       # tanh of a row-broadcast sum: independent rows
     return np.tanh(x + b)
 

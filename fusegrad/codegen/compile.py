@@ -38,7 +38,8 @@ from ..passes.memory import plan_memory
 from ..ir.evaluate import apply, eval_function
 from ..runtime.signature import log_compile
 from .. import version
-from . import loops, nests, straight, straight_loops
+from . import kernel_ir, loops, nests, straight, straight_loops
+from .choose import GLUE_MAX_ELEMENTS, GLUE_MAX_OPS, choose, glue_only  # noqa: F401
 from .buffers import Stack
 
 # Numba itself (0.6 s to import), and the modules that need it, are imported where a function is
@@ -178,23 +179,15 @@ def compile_numba(ir: Function, parallel: bool | None = None, scan=None,
     body is small f64 arithmetic (straight_loops.py), else as an njit loop where it can
     (loops.scan_source). nests_ok=False compiles what the loop nests would take with Numba
     (the second tier of api.Tiered)."""
-    if straight.supports(ir) and scan is None:
+    path, reason = choose(ir, scan, nests_ok)
+    log_compile(f"choose {ir.name}: {path} ({reason})")
+    if path in _LLVM_PATHS:
         try:
-            return _compile_straight(ir)
+            return _LLVM_PATHS[path](ir, scan)
         except Exception as e:  # noqa: BLE001 - Numba compiles it too, only slower
-            log_compile(f"straight-line LLVM failed for {ir.name} ({e}); using Numba")
-    if scan is not None and straight_loops.supports(ir, *scan):
-        try:
-            return _compile_straight_scan(ir, scan)
-        except Exception as e:  # noqa: BLE001 - the njit loop runs it too, only compiles slower
-            log_compile(f"straight-line LLVM scan failed for {ir.name} ({e}); using Numba")
-    if scan is None and glue_only(ir):
+            log_compile(f"{path} failed for {ir.name} ({e}); using Numba")
+    elif path == "glue":
         return _compile_glue(ir)
-    if scan is None and nests_ok and nests.supports(ir) and nests.preferred(ir):
-        try:
-            return _compile_nests(ir)
-        except Exception as e:  # noqa: BLE001 - Numba compiles it too, only slower
-            log_compile(f"LLVM loop nests failed for {ir.name} ({e}); using Numba")
     from .emit import ModuleSource
     fusion = fuse(ir)
     parallel = parallel_default() if parallel is None else parallel
@@ -232,6 +225,17 @@ def _compile_nests(ir) -> Executable:
     return _compile_llvm(ir, nests.compile_nests, "nests", "LLVM loop nests")
 
 
+def _compile_kernel_ir(ir) -> Executable:
+    """The kernel IR rendered to LLVM (kernel_ir/), no Numba."""
+    return _compile_llvm(ir, kernel_ir.compile_kernel_ir, "kernel_ir", "kernel IR")
+
+
+_LLVM_PATHS = {"straight": lambda ir, scan: _compile_straight(ir),
+               "straight_scan": lambda ir, scan: _compile_straight_scan(ir, scan),
+               "nests": lambda ir, scan: _compile_nests(ir),
+               "kernel_ir": lambda ir, scan: _compile_kernel_ir(ir)}
+
+
 def _compile_llvm(ir, compile_, kind: str, what: str) -> Executable:
     start = time.perf_counter()
     run, text = compile_(ir)
@@ -250,27 +254,14 @@ def _llvm_executable(ir, run, text, kind: str, what: str, start: float) -> Execu
     return executable
 
 
-# A function of control flow and at most this much glue around it runs the glue on the
-# interpreter: the RNN of benchmarks/compile_time.py has 10 glue ops (fills, two sums), which
-# NumPy runs in 63 us a call (of 1.04 ms) and Numba took 1.8 s to compile (kernels, segments).
-GLUE_MAX_OPS = 16
-GLUE_MAX_ELEMENTS = 1 << 14
-
-
-def glue_only(ir) -> bool:
-    """Whether ir is control-flow ops (loops.HOSTS) with only a little small glue around."""
-    glue = [op for op in ir.ops if op.prim not in loops.HOSTS]
-    return len(glue) < len(ir.ops) and len(glue) <= GLUE_MAX_OPS and all(
-        v.type.size <= GLUE_MAX_ELEMENTS for op in glue for v in op.outputs)
-
-
 def without_numba(ir) -> bool:
     """Whether compile_numba compiles ir with llvmlite alone (straight.py, nests.py,
     straight_loops.py): then compiling in the caller's thread is fast, and a child process
     would only repeat it (those modules are not cached on disk)."""
-    if straight.supports(ir) or (nests.supports(ir) and nests.preferred(ir)):
+    path, _ = choose(ir)
+    if path in ("straight", "nests", "kernel_ir"):
         return True
-    return glue_only(ir) and all(
+    return path == "glue" and all(
         op.prim == "scan" and straight_loops.supports(op.params["body"], op.params["num_consts"],
                                                       op.params["num_carry"])
         for op in ir.ops if op.prim in loops.HOSTS)

@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from .registry import Doc, define, fail, require_float, require_same
+from .registry import PRIMITIVES, Doc, define, fail, require_float, require_same
 from .types import NP_DTYPES
 
 FLOAT = "x: f32/f64"
@@ -275,3 +275,63 @@ define("select", "elementwise", _select_rule, np.where, section="Elementwise",
 define("convert", "elementwise", _convert_rule, _convert, section="Elementwise",
        doc=Doc("x", '`dtype`: "f32"/"f64"/"i64"/"bool"', "x's shape, `dtype`",
                "`x.astype(dtype)`"))
+
+
+# -- scalar rules over the kernel IR's builder (codegen/kernel_ir/builder.py) -----------------
+
+def _math(name):
+    return lambda b, x: b.math(name, x)
+
+
+def _same(method):
+    return lambda b, *xs: getattr(b, method)(*xs)
+
+
+def _div_rule(b, x, y):
+    """x / y, or for i64 NumPy's floor division, x // 0 == 0 (the divisor made 1 first, so
+    nothing traps, INT64_MIN // -1 included)."""
+    if b.is_float(x):
+        return b.fdiv(x, y)
+    zero = b.eq(y, 0)
+    minus = b.and_(b.eq(y, -1), b.eq(x, -(2 ** 63)))
+    safe = b.select(b.or_(zero, minus), 1, y)
+    q, r = b.sdiv(x, safe), b.srem(x, safe)
+    q = b.sub(q, b.convert(b.and_(b.ne(r, 0), b.ne(b.lt(r, 0), b.lt(safe, 0))), "i64"))
+    return b.select(zero, 0, b.select(minus, x, q))
+
+
+def _abs_rule(b, x):
+    return b.fabs(x) if b.is_float(x) else b.select(b.lt(x, 0), b.neg(x), x)
+
+
+def _extremum(how):
+    """The first operand if it wins or is nan (NumPy's nan propagation), else the second."""
+    return lambda b, x, y: b.select(b.or_(b.cmp(how, x, y), b.ne(x, x)), x, y)
+
+
+def _logical(how):
+    def rule(b, x, y):
+        if x.dtype == "bool":
+            return getattr(b, how)(x, y)
+        return b.convert(getattr(b, how)(b.ne(x, 0), b.ne(y, 0)), "i64")
+    return rule
+
+
+def _not_rule(b, x):
+    return b.xor(x, True) if x.dtype == "bool" else b.convert(b.eq(x, 0), "i64")
+
+
+_SCALAR = {
+    "add": _same("add"), "sub": _same("sub"), "mul": _same("mul"), "div": _div_rule,
+    "neg": _same("neg"), "abs": _abs_rule, "sqrt": _same("sqrt"),
+    "maximum": _extremum("ge"), "minimum": _extremum("le"),
+    "exp": _math("exp"), "log": _math("log"), "tanh": _math("tanh"),
+    "logistic": _math("logistic"),
+    "and": _logical("and_"), "or": _logical("or_"), "not": _not_rule,
+    "select": lambda b, p, x, y: b.select(p, x, y),
+    "convert": lambda b, x, *, dtype: b.convert(x, dtype),
+    **{c: (lambda how: lambda b, x, y: b.cmp(how, x, y))(c)
+       for c in ("lt", "le", "gt", "ge", "eq", "ne")},
+}
+for _name, _rule in _SCALAR.items():
+    PRIMITIVES[_name].scalar = _rule

@@ -15,6 +15,8 @@ A primitive is a name, as in jax.lax. Its entry, written once in one of the cate
                 dict keyed by dtype ("f" for both floats)
     libm        elementwise transcendental functions: the scalar call (`math.tanh`) a kernel
                 makes where codegen/mathlib.py has no inlined, vectorizable version
+    scalar      elementwise: the scalar math as a rule over codegen/kernel_ir's builder,
+                rule(b, *operands, **params) -> register; the kernel IR's renderers share it
     llvm        the straight-line LLVM form (codegen/straight.py), for f64 scalars: an
                 instruction (`fadd`), a comparison (`fcmp olt`), a logical op (`and`) or a call
                 (`call @tanh`); None where straight.py has no form of its own
@@ -70,6 +72,7 @@ class Primitive:
     impl: Callable
     numba: str | dict | None = None
     libm: str | None = None
+    scalar: Callable | None = None
     llvm: str | None = None
     lower: Callable | None = None
     doc: Doc = field(default_factory=Doc)

@@ -1,0 +1,300 @@
+"""From a Function and its Plan to the kernel IR: each group of ops as loops over buffers.
+
+- elementwise ops of one size are one flat loop; each op's scalar math is its registry
+  entry's `scalar` rule, called with the operands' registers;
+- a shape op (broadcast_in_dim, transpose, slice, rev, pad, concatenate) copies through an
+  affine map of its operand;
+- a reduction stores its identity, then folds every operand element, in row-major order,
+  into the result element it belongs to (REDUCTIONS: one identity and combine row each);
+- a gather (take, take_along_axis) and its transpose (scatter_add, scatter_add_along_axis)
+  first walk the index array once, raising NumPy's IndexError (with the user's file:line)
+  at the first entry outside [-n, n); the loop then loads an index, wraps a negative one
+  and uses it as one more term of the affine address;
+- a matmul of at most SMALL_DOT_K terms is a nest of fmas in the order of k (the Numba
+  backend's bits), a longer float one NumPy's own ?gemm (a Gemm node) per batch.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ...ir.primitives import PRIMITIVES
+from ...ir.printer import format_op, value_names
+from ...passes.schedule import SMALL_DOT_K
+from .builder import Builder
+from .nodes import Const, Gemm, Index, Load, Loop, Note, Program, Raise, Store
+from .plan import Plan, is_elementwise
+
+_INT_MIN, _INT_MAX = -(2 ** 63), 2 ** 63 - 1
+
+
+def _max(b, acc, x):
+    return b.select(b.or_(b.gt(x, acc), b.ne(x, x)), x, acc)
+
+
+def _min(b, acc, x):
+    return b.select(b.or_(b.lt(x, acc), b.ne(x, x)), x, acc)
+
+
+REDUCTIONS = {    # prim: (identity of a float / of an i64, combine)
+    "reduce_sum": ((0.0, 0), lambda b, acc, x: b.add(acc, x)),
+    "reduce_prod": ((1.0, 1), lambda b, acc, x: b.mul(acc, x)),
+    "reduce_max": ((-math.inf, _INT_MIN), _max),
+    "reduce_min": ((math.inf, _INT_MAX), _min),
+}
+SHAPES = ("broadcast_in_dim", "transpose", "slice", "rev", "pad", "concatenate")
+GATHERS = ("take", "take_along_axis", "scatter_add", "scatter_add_along_axis")
+
+
+def strides(shape) -> tuple:
+    out, step = [], 1
+    for n in reversed(shape):
+        out.append(step)
+        step *= n
+    return tuple(reversed(out))
+
+
+def affine(index, strides_, offset: int = 0) -> Index:
+    return Index(offset, tuple((i, s) for i, s in zip(index, strides_)
+                               if i is not None and s != 0))
+
+
+class Kernel:
+    """The statements of one group, built through a Builder whose `out` is the current body."""
+
+    def __init__(self, names, program_errors):
+        self.b = Builder(names)
+        self.body = self.b.out
+        self.errors = program_errors
+
+    def loop(self, n: int, body):
+        if n == 1:
+            body(None)
+            return
+        outer, loop = self.b.out, Loop(self.b.fresh("i64", "i"), n)
+        outer.append(loop)
+        self.b.out = loop.body
+        body(loop.var)
+        self.b.out = outer
+
+    def nest(self, shape, body, index=()):
+        if len(index) == len(shape):
+            body(index)
+            return
+        self.loop(shape[len(index)], lambda i: self.nest(shape, body, (*index, i)))
+
+    def load(self, buf, index: Index):
+        out = self.b.fresh(buf.dtype)
+        self.b.out.append(Load(out, buf, index))
+        return out
+
+    def store(self, buf, index: Index, value):
+        self.b.out.append(Store(buf, index, value))
+
+    def fill(self, buf, size: int, value):
+        self.loop(size, lambda i: self.store(buf, affine((i,), (1,)), Const(value, buf.dtype)))
+
+    def check(self, idx_buf, size: int, n: int, axis: int, op):
+        """One pass over an index array: the first entry outside [-n, n) raises."""
+        where = f" (at {op.loc})" if op.loc else ""
+        self.errors.append((IndexError, "index {} is out of bounds for axis " +
+                            f"{axis} with size {n}{where}"))
+        error = len(self.errors)
+
+        def body(i):
+            j = self.load(idx_buf, affine((i,), (1,)))
+            bad = self.b.or_(self.b.lt(j, -n), self.b.ge(j, n))
+            self.b.out.append(Raise(bad, error, j))
+        self.loop(size, body)
+
+    def index(self, idx_buf, index: Index, n: int):
+        """The index at idx_buf[index], a negative one counted from the end."""
+        j = self.load(idx_buf, index)
+        return self.b.select(self.b.lt(j, 0), self.b.add(j, n), j)
+
+
+def build(fn, plan: Plan | None = None) -> tuple:
+    """(Program, Plan) for fn, whose every op `covers.supported` takes."""
+    plan = plan or Plan(fn)
+    names, errors, groups, notes, work = iter(range(1 << 62)), [], [], [], []
+    printed = value_names(fn)
+    for ops in plan.groups:
+        k = Kernel(names, errors)
+        if ops[0].out.type.size:
+            _GROUP[_kind(ops[0])](k, plan, ops)
+        lines = [f"{format_op(op, printed).strip()}   ; {op.loc or '?'}" for op in ops]
+        k.body.insert(0, Note("\n".join(lines)))
+        groups.append(k.body)
+        notes.append(lines)
+        work.append(_work(ops))
+    return Program(fn.name, groups, notes, errors, work), plan
+
+
+def _kind(op) -> str:
+    if is_elementwise(op):
+        return "elementwise"
+    for kind, prims in (("shape", SHAPES), ("reduce", REDUCTIONS), ("gather", GATHERS)):
+        if op.prim in prims:
+            return kind
+    return op.prim
+
+
+def _work(ops) -> int:
+    op = ops[0]
+    if op.prim == "matmul":
+        k = op.inputs[0].shape[-1]
+        return op.out.type.size * k if k <= SMALL_DOT_K else 0
+    return sum(max(v.type.size for v in (*o.inputs, o.out)) for o in ops)
+
+
+def _elementwise(k, plan, ops):
+    def body(i):
+        regs = {}
+        for op in ops:
+            xs = [regs[plan.of(v)] if plan.of(v) in regs else
+                  k.load(plan.buffer(v), affine((i,), (1,))) for v in op.inputs]
+            if op.prim == "full":
+                out = Const(op.params["value"], op.out.dtype)
+            else:
+                out = PRIMITIVES[op.prim].scalar(k.b, *xs, **op.params)
+            regs[op.out] = out
+            if op.out in plan.stored:
+                k.store(plan.buffer(op.out), affine((i,), (1,)), out)
+    k.loop(ops[0].out.type.size, body)
+
+
+def _copy(k, shape, src, src_map, dst, dst_map):
+    """dst[dst_map(index)] = src[src_map(index)] over shape; a map is (offset, strides)."""
+    shape, (s_strides, d_strides) = _merged(shape, src_map[1], dst_map[1])
+    if math.prod(shape):
+        k.nest(shape, lambda index: k.store(dst, affine(index, d_strides, dst_map[0]), k.load(
+            src, affine(index, s_strides, src_map[0]))))
+
+
+def _merged(shape, *strides_) -> tuple:
+    """Runs of axes every map walks as one merged into one axis; axes of size 1 dropped."""
+    merged: list = []
+    for n, *ss in ((n, *ss) for n, *ss in zip(shape, *strides_) if n != 1):
+        if merged and all(outer == inner * n for outer, inner in zip(merged[-1][1:], ss)):
+            merged[-1] = (merged[-1][0] * n, *ss)
+        else:
+            merged.append((n, *ss))
+    return tuple(a[0] for a in merged), [tuple(a[j] for a in merged)
+                                         for j in range(1, len(strides_) + 1)]
+
+
+def _shape(k, plan, ops):
+    op = ops[0]
+    prim, p, out, x = op.prim, op.params, op.out, op.inputs[0]
+    src, dst = plan.buffer(x), plan.buffer(out)
+    xs, os_ = strides(x.shape), strides(out.shape)
+    in_order = (0, os_)
+    if prim == "broadcast_in_dim":
+        st = [0] * out.type.ndim
+        for axis, d in enumerate(p["dims"]):
+            st[d] = 0 if x.shape[axis] == 1 else xs[axis]
+        _copy(k, out.shape, src, (0, st), dst, in_order)
+    elif prim == "transpose":
+        _copy(k, out.shape, src, (0, [xs[a] for a in p["perm"]]), dst, in_order)
+    elif prim == "slice":
+        start = sum(a * s for a, s in zip(p["start"], xs))
+        _copy(k, out.shape, src, (start, [j * s for j, s in zip(p["step"], xs)]), dst,
+              in_order)
+    elif prim == "rev":
+        axes = set(p["axes"])
+        start = sum((x.shape[a] - 1) * xs[a] for a in axes)
+        _copy(k, out.shape, src, (start, [-s if a in axes else s for a, s in enumerate(xs)]),
+              dst, in_order)
+    elif prim == "pad":
+        k.fill(dst, out.type.size, 0)
+        start = sum(lo * s for lo, s in zip(p["low"], os_))
+        _copy(k, x.shape, src, (0, xs), dst,
+              (start, [(it + 1) * s for it, s in zip(p["interior"], os_)]))
+    else:                                   # concatenate
+        axis, start = p["axis"] % out.type.ndim, 0
+        for v in op.inputs:
+            _copy(k, v.shape, plan.buffer(v), (0, strides(v.shape)), dst,
+                  (start * os_[axis], os_))
+            start += v.shape[axis]
+
+
+def _reduce(k, plan, ops):
+    op = ops[0]
+    x, out = op.inputs[0], op.out
+    (fident, iident), combine = REDUCTIONS[op.prim]
+    dst = plan.buffer(out)
+    k.fill(dst, out.type.size, fident if out.dtype in ("f32", "f64") else iident)
+    axes, kept = set(op.params["axes"]), iter(strides(out.shape))
+    st = [0 if a in axes else next(kept) for a in range(x.type.ndim)]
+    src = plan.buffer(x)
+
+    def body(index):
+        at = affine(index, st)
+        k.store(dst, at, combine(k.b, k.load(dst, at), k.load(src, affine(index,
+                                                                          strides(x.shape)))))
+    if x.type.size:
+        k.nest(x.shape, body)
+
+
+def _gather(k, plan, ops):
+    op = ops[0]
+    p, out = op.params, op.out
+    scatter = op.prim.startswith("scatter")
+    idx, data = (op.inputs[0], op.inputs[1]) if scatter else (op.inputs[1], op.inputs[0])
+    big = tuple(p["shape"]) if scatter else data.shape      # the indexed array's shape
+    axis = p["axis"] % len(big)
+    n, ib, bs = big[axis], plan.buffer(idx), strides(big)
+    k.check(ib, idx.type.size, n, axis, op)
+    small = data.shape if scatter else out.shape            # the loop's shape
+    along = op.prim.endswith("along_axis")
+    dst = plan.buffer(out)
+    if scatter:
+        k.fill(dst, out.type.size, 0)
+
+    width = 1 if along else idx.type.ndim
+    others = [s for i, s in enumerate(bs) if i != axis]
+
+    def body(index):
+        at = affine(index if along else index[axis:axis + width], strides(idx.shape))
+        j = k.index(ib, at, n)
+        big_at = affine(index[:axis] + index[axis + width:], others).plus(
+            terms=((j, bs[axis]),))
+        small_at = affine(index, strides(small))
+        if scatter:
+            k.store(dst, big_at, k.b.add(k.load(dst, big_at), k.load(plan.buffer(data),
+                                                                     small_at)))
+        else:
+            k.store(dst, small_at, k.load(plan.buffer(data), big_at))
+    if math.prod(small):
+        k.nest(small, body)
+
+
+def _matmul(k, plan, ops):
+    op = ops[0]
+    a, b = op.inputs
+    out = op.out
+    *batch, m, kk = a.shape
+    n = b.shape[-1]
+    wa, wb, wo = plan.buffer(a), plan.buffer(b), plan.buffer(out)
+    sa, sb, so = strides(a.shape), strides(b.shape), strides(out.shape)
+    if kk == 0:
+        k.fill(wo, out.type.size, 0)
+    elif kk <= SMALL_DOT_K:
+        def body(index):
+            *bi, i, j = index
+            acc = None
+            for t in range(kk):
+                x = k.load(wa, affine((*bi, i), sa, t))
+                y = k.load(wb, affine((*bi, j), (*sb[:-2], 1), t * n))
+                acc = k.b.mul(x, y) if acc is None else k.b.fma(x, y, acc)
+            k.store(wo, affine(index, so), acc)
+        k.nest(out.shape, body)
+    else:
+        def call(bi):
+            k.b.out.append(Gemm(out.dtype, m, n, kk, (wa, affine(bi, sa)), (wb, affine(bi, sb)),
+                                (wo, affine(bi, so))))
+        k.nest(tuple(batch), call)
+
+
+_GROUP = {"elementwise": _elementwise, "shape": _shape, "reduce": _reduce, "gather": _gather,
+          "matmul": _matmul}

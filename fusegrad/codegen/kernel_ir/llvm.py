@@ -1,0 +1,235 @@
+"""The kernel IR rendered as LLVM IR text: a table from nodes and scalar ops to lines.
+
+Each group becomes lines of one function `i64 @part(ptr arrays, ptr status)`; a part holds
+consecutive groups up to PART_LINES lines and returns 0, or a Raise's error number after
+storing the value it quotes in status[0]. Loops count with phi nodes (extents are known, so
+a loop runs at least once or is not there); an element's address is its buffer's base (an
+array's data pointer, loaded once per part, plus the byte offset) and the index's terms.
+Memory holds f32, f64, i64 and bool as i8; registers hold bool as i1. No fast-math flags:
+fma is the explicit llvm.fma, so every optimization level gives the same bits.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from .nodes import Alu, Gemm, Load, Loop, Note, Raise, Reg, Store
+
+LL = {"f32": "float", "f64": "double", "i64": "i64", "i32": "i32", "bool": "i1"}
+MEM = {**LL, "bool": "i8"}
+_SUFFIX = {"f32": "f32", "f64": "f64"}
+_FLOAT_OP = {"add": "fadd", "sub": "fsub", "mul": "fmul", "fdiv": "fdiv"}
+_INT_OP = {"add": "add", "sub": "sub", "mul": "mul", "sdiv": "sdiv", "srem": "srem",
+           "and": "and", "or": "or", "xor": "xor", "shl": "shl", "lshr": "lshr",
+           "ashr": "ashr"}
+_FCMP = {"lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge", "eq": "oeq", "ne": "une",
+         "uno": "uno"}
+_ICMP = {"lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge", "eq": "eq", "ne": "ne"}
+_BCMP = {**_ICMP, "lt": "ult", "le": "ule", "gt": "ugt", "ge": "uge"}
+_INTRINSIC = ("fma", "sqrt", "fabs", "rint", "floor", "copysign")
+PART_LINES = 1000
+
+
+def literal(x) -> str:
+    """An operand: a register's name or a constant's LLVM spelling."""
+    if isinstance(x, Reg):
+        return x.name
+    v, dtype = x.value, x.dtype
+    if dtype == "bool":
+        return "true" if v else "false"
+    if dtype in ("f32", "f64"):
+        if dtype == "f32":
+            v = struct.unpack("<f", struct.pack("<f", float(v)))[0]
+        return "0x%016X" % struct.unpack("<Q", struct.pack("<d", float(v)))[0]
+    return str(int(v))
+
+
+def _arg(x) -> str:
+    return f"{LL[x.dtype]} {literal(x)}"
+
+
+def _convert(x, to: str) -> str:
+    src = x.dtype
+    a = _arg(x)
+    if to == "bool":
+        return f"fcmp une {a}, 0.0" if src in _SUFFIX else f"icmp ne {a}, 0"
+    if src == "bool":
+        return f"uitofp {a} to {LL[to]}" if to in _SUFFIX else f"zext {a} to {LL[to]}"
+    if src in _SUFFIX and to in _SUFFIX:
+        return f"{'fpext' if to == 'f64' else 'fptrunc'} {a} to {LL[to]}"
+    if src in _SUFFIX:
+        return f"fptosi {a} to {LL[to]}"
+    if to in _SUFFIX:
+        return f"sitofp {a} to {LL[to]}"
+    return f"{'sext' if to == 'i64' else 'trunc'} {a} to {LL[to]}"
+
+
+def alu(node: Alu) -> str:
+    """The instruction of one scalar op (its right-hand side)."""
+    op, args, out = node.op, node.args, node.out
+    x = args[0]
+    t = LL[x.dtype]
+    if op == "select":
+        return f"select i1 {literal(x)}, {_arg(args[1])}, {_arg(args[2])}"
+    if op == "convert":
+        return _convert(x, out.dtype)
+    if op == "bitcast":
+        return f"bitcast {_arg(x)} to {LL[out.dtype]}"
+    names = ", ".join(literal(a) for a in args)
+    if x.dtype in _SUFFIX:
+        if op in _FCMP:
+            return f"fcmp {_FCMP[op]} {t} {names}"
+        if op == "neg":
+            return f"fneg {t} {names}"
+        if op in _INTRINSIC:
+            return f"call {t} @llvm.{op}.{_SUFFIX[x.dtype]}(" + \
+                ", ".join(_arg(a) for a in args) + ")"
+        return f"{_FLOAT_OP[op]} {t} {names}"
+    if op in _ICMP:
+        return f"icmp {(_BCMP if x.dtype == 'bool' else _ICMP)[op]} {t} {names}"
+    if op == "neg":
+        return f"sub {t} 0, {names}"
+    return f"{_INT_OP[op]} {t} {names}"
+
+
+class Part:
+    """The lines of one function: its blocks, the arrays it uses, fresh names."""
+
+    def __init__(self, names):
+        self.names = names
+        self.lines: list = []
+        self.slots: set = set()
+        self.current = "entry"
+
+    def fresh(self, stem="t") -> str:
+        return f"%{stem}{next(self.names)}"
+
+    def emit(self, *lines):
+        self.lines.extend("  " + line for line in lines)
+
+    def address(self, buf, index) -> str:
+        self.slots.add(buf.slot)
+        base = f"%p{buf.slot}"
+        if buf.byte:
+            base, prev = self.fresh("q"), base
+            self.emit(f"{base} = getelementptr i8, ptr {prev}, i64 {buf.byte}")
+        total = None
+        for reg, stride in index.terms:
+            term = reg.name
+            if stride != 1:
+                term = self.fresh()
+                self.emit(f"{term} = mul nsw i64 {reg.name}, {stride}")
+            if total is not None:
+                name = self.fresh()
+                self.emit(f"{name} = add nsw i64 {total}, {term}")
+                term = name
+            total = term
+        if index.offset:
+            if total is None:
+                total = str(index.offset)
+            else:
+                name = self.fresh()
+                self.emit(f"{name} = add nsw i64 {total}, {index.offset}")
+                total = name
+        if total is None:
+            return base
+        name = self.fresh("a")
+        self.emit(f"{name} = getelementptr {MEM[buf.dtype]}, ptr {base}, i64 {total}")
+        return name
+
+    def render(self, stmts):
+        for s in stmts:
+            _RENDER[type(s)](self, s)
+
+
+def _load(part, s):
+    at = part.address(s.buf, s.index)
+    if s.buf.dtype == "bool":
+        raw = part.fresh()
+        part.emit(f"{raw} = load i8, ptr {at}", f"{s.out.name} = icmp ne i8 {raw}, 0")
+    else:
+        part.emit(f"{s.out.name} = load {MEM[s.buf.dtype]}, ptr {at}")
+
+
+def _store(part, s):
+    at = part.address(s.buf, s.index)
+    value = literal(s.value)
+    if s.buf.dtype == "bool":
+        wide = part.fresh()
+        part.emit(f"{wide} = zext i1 {value} to i8")
+        value = wide
+    part.emit(f"store {MEM[s.buf.dtype]} {value}, ptr {at}")
+
+
+def _loop(part, s):
+    before, head, done = part.current, part.fresh("h")[1:], part.fresh("x")[1:]
+    following, more = part.fresh(), part.fresh()
+    part.lines += [f"  br label %{head}", f"{head}:"]
+    phi = len(part.lines)
+    part.current = head
+    part.render(s.body)
+    part.lines.insert(phi, f"  {s.var.name} = phi i64 [0, %{before}], "
+                           f"[{following}, %{part.current}]")
+    part.emit(f"{following} = add nuw nsw i64 {s.var.name}, 1",
+              f"{more} = icmp ult i64 {following}, {s.extent}",
+              f"br i1 {more}, label %{head}, label %{done}")
+    part.lines.append(f"{done}:")
+    part.current = done
+
+
+def _raise(part, s):
+    bad, ok = part.fresh("e")[1:], part.fresh("c")[1:]
+    part.emit(f"br i1 {s.cond.name}, label %{bad}, label %{ok}")
+    part.lines += [f"{bad}:", f"  store i64 {literal(s.value)}, ptr %status",
+                   f"  ret i64 {s.error}", f"{ok}:"]
+    part.current = ok
+
+
+def _gemm(part, s):
+    from .. import cblas
+    t, n = LL[s.dtype], f"i{cblas.BITS}"
+    a, b, c = (part.address(*where) for where in (s.a, s.b, s.c))
+    part.emit(f"call void @fusegrad_{'d' if s.dtype == 'f64' else 's'}gemm(i32 "
+              f"{cblas.ROW_MAJOR}, i32 {cblas.NO_TRANS}, i32 {cblas.NO_TRANS}, {n} {s.m}, "
+              f"{n} {s.n}, {n} {s.k}, {t} 1.0, ptr {a}, {n} {s.k}, ptr {b}, {n} {s.n}, "
+              f"{t} 0.0, ptr {c}, {n} {s.n})")
+
+
+def _note(part, s):
+    part.lines += [f"  ; {line}" for line in s.text.splitlines()]
+
+
+_RENDER = {Alu: lambda part, s: part.emit(f"{s.out.name} = {alu(s)}"), Load: _load,
+           Store: _store, Loop: _loop, Raise: _raise, Gemm: _gemm, Note: _note}
+
+
+def function(name: str, groups: list, names, data_offset: int, internal: bool) -> str:
+    """One part: `i64 @name(ptr %arrays, ptr %status)` running groups in order."""
+    part = Part(names)
+    for stmts in groups:
+        part.render(stmts)
+    head = [f"define {'internal ' if internal else ''}i64 @{name}(ptr %arrays, ptr %status) "
+            f"noinline nounwind {{", "entry:"]
+    for slot in sorted(part.slots):
+        head += [f"  %s{slot} = getelementptr ptr, ptr %arrays, i64 {slot}",
+                 f"  %o{slot} = load ptr, ptr %s{slot}",
+                 f"  %d{slot} = getelementptr i8, ptr %o{slot}, i64 {data_offset}",
+                 f"  %p{slot} = load ptr, ptr %d{slot}"]
+    return "\n".join([*head, *part.lines, "  ret i64 0", "}"])
+
+
+def declarations(text: str) -> list:
+    """The declarations text calls: only what is used."""
+    from .. import cblas
+    out = []
+    for t, s in (("float", "f32"), ("double", "f64")):
+        for f, arity in (("fma", 3), ("sqrt", 1), ("fabs", 1), ("rint", 1), ("floor", 1),
+                         ("copysign", 2)):
+            if f"@llvm.{f}.{s}(" in text:
+                out.append(f"declare {t} @llvm.{f}.{s}({', '.join([t] * arity)})")
+    for c, t in (("s", "float"), ("d", "double")):
+        if f"@fusegrad_{c}gemm(" in text:
+            n = f"i{cblas.BITS}"
+            out.append(f"declare void @fusegrad_{c}gemm(i32, i32, i32, {n}, {n}, {n}, {t}, "
+                       f"ptr, {n}, ptr, {n}, {t}, ptr, {n})")
+    return out

@@ -1,0 +1,145 @@
+"""codegen/mathlib.py's exp, log, tanh and logistic as rules over the scalar builder.
+
+The same algorithms, constants and order of operations as mathlib.py's Numba functions
+(Cody-Waite reduction with fma, a Horner fma chain, exponent-bit reconstruction, selects
+for the special values), so the kernel IR's loops vectorize them and their results match
+the Numba backend's. The constant tables are mathlib.py's own.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..mathlib import _F32, _F64
+
+_LAYOUT = {"f64": ("i64", 52, 1023), "f32": ("i32", 23, 127)}
+
+
+def _table(dtype: str) -> dict:
+    T = np.float64 if dtype == "f64" else np.float32
+    return {k: tuple(float(T(x)) for x in v) if isinstance(v, tuple) else float(T(v))
+            for k, v in (_F64 if dtype == "f64" else _F32).items()}
+
+
+_TABLES = {"f64": _table("f64"), "f32": _table("f32")}
+
+
+def _horner(b, x, coeffs):
+    acc = b.const(coeffs[0], x.dtype)
+    for c in coeffs[1:]:
+        acc = b.fma(acc, x, b.const(c, x.dtype))
+    return acc
+
+
+def _to_int(b, k):
+    """An integer-valued float as an integer of its width, through k + 1.5 * 2**mant."""
+    ity, mant, _ = _LAYOUT[k.dtype]
+    magic = 1.5 * 2.0 ** mant
+    return b.sub(b.bitcast(b.add(k, magic), ity), b.bitcast(b.const(magic, k.dtype), ity))
+
+
+def _pow2_bits(b, ki, dtype):
+    _, mant, bias = _LAYOUT[dtype]
+    return b.bitcast(b.shl(b.add(ki, bias), mant), dtype)
+
+
+def _pow2(b, k):
+    return _pow2_bits(b, _to_int(b, k), k.dtype)
+
+
+def _ldexp(b, p, k):
+    ki = _to_int(b, k)
+    k1 = b.ashr(ki, 1)
+    return b.mul(b.mul(p, _pow2_bits(b, k1, p.dtype)), _pow2_bits(b, b.sub(ki, k1), p.dtype))
+
+
+def _frexp(b, x):
+    ity, mant, bias = _LAYOUT[x.dtype]
+    one, low = (1023 << 52, 0x3FE6A09E << 32) if mant == 52 else (0x3F800000, 0x3F3504F3)
+    bits = b.add(b.bitcast(x, ity), one - low)
+    k = b.sub(b.lshr(bits, mant), bias)
+    m = b.bitcast(b.add(b.and_(bits, (1 << mant) - 1), low), x.dtype)
+    return m, b.convert(k, x.dtype)
+
+
+def _reduce(b, x, c):
+    k = b.rint(b.mul(x, c["log2e"]))
+    ln2hi, ln2lo = c["ln2"]
+    r1 = b.fma(b.neg(k), ln2hi, x)
+    r = b.fma(b.neg(k), ln2lo, r1)
+    return r, k, b.fma(b.neg(k), ln2lo, b.sub(r1, r))
+
+
+def _expm1_r(b, r, t, c):
+    return b.fma(b.mul(r, r), _horner(b, r, c["expm1"]), b.add(r, t))
+
+
+def exp(b, x):
+    c = _TABLES[x.dtype]
+    lo, hi = c["exp_range"]
+    r, k, r_lo = _reduce(b, b.max(b.min(x, hi), lo), c)
+    p = b.add(b.const(1.0, x.dtype), r)
+    tail = b.add(b.add(b.sub(b.const(1.0, x.dtype), p), r),
+                 b.fma(b.mul(r, r), _horner(b, r, c["expm1"]), r_lo))
+    return _ldexp(b, b.add(p, tail), k)
+
+
+def _ratio(b, n, en, d, ed):
+    rd = b.fdiv(b.const(1.0, d.dtype), d)
+    q = b.mul(n, rd)
+    return b.fma(b.sub(b.add(b.fma(b.neg(q), d, n), en), b.mul(q, ed)), rd, q)
+
+
+def tanh(b, x):
+    c = _TABLES[x.dtype]
+    one, two, zero = (b.const(v, x.dtype) for v in (1.0, 2.0, 0.0))
+    r, k, _ = _reduce(b, b.max(b.mul(b.neg(two), b.fabs(x)), c["expm1_min"]), c)
+    p = _pow2(b, k)
+    m = b.fma(p, _expm1_r(b, r, zero, c), b.sub(p, one))
+    d = b.add(two, m)
+    if x.dtype == "f64":
+        q = _ratio(b, b.neg(m), zero, d, b.add(b.sub(two, d), m))
+    else:
+        q = b.fdiv(b.neg(m), d)
+    return b.copysign(q, x)
+
+
+def logistic(b, x):
+    c = _TABLES[x.dtype]
+    one, zero = b.const(1.0, x.dtype), b.const(0.0, x.dtype)
+    lo, kcap = c["exp_range"][0], c["kcap"]
+    a = b.neg(b.fabs(x))
+    r, k, _ = _reduce(b, b.max(a, lo), c)            # mathlib's exp_parts
+    u = _expm1_r(b, r, zero, c)
+    w = b.add(one, u)
+    ew = b.add(b.sub(one, w), u)
+    p = _pow2(b, b.min(b.neg(k), kcap))
+    d, pos = b.add(p, w), b.ge(x, zero)
+    s = _ratio(b, b.select(pos, p, w), b.select(pos, zero, ew), d,
+               b.add(b.add(b.sub(p, d), w), ew))
+    tiny = b.and_(b.lt(k, -kcap), b.lt(x, zero))
+    return b.select(tiny, _ldexp(b, w, k), s)
+
+
+def log(b, x):
+    c = _TABLES[x.dtype]
+    zero, half, one, two = (b.const(v, x.dtype) for v in (0.0, 0.5, 1.0, 2.0))
+    inf = b.const(float("inf"), x.dtype)
+    (ln2hi, ln2lo), up_k = c["ln2"], c["tiny_scale"]
+    sub = b.lt(x, c["tiny"])
+    u = b.select(sub, b.mul(x, 2.0 ** up_k), x)
+    m, k = _frexp(b, u)
+    k = b.add(k, b.select(sub, b.const(-up_k, x.dtype), zero))
+    f = b.sub(m, one)
+    hfsq = b.mul(b.mul(half, f), f)
+    s = b.fdiv(f, b.add(two, f))
+    z = b.mul(s, s)
+    r = b.mul(z, _horner(b, z, c["log"]))
+    out = b.add(b.add(b.sub(b.add(b.mul(s, b.add(hfsq, r)), b.add(b.mul(k, ln2lo), zero)),
+                            hfsq), f), b.mul(k, ln2hi))
+    out = b.select(b.lt(x, inf), out, x)
+    out = b.select(b.lt(x, zero), b.const(float("nan"), x.dtype), out)
+    return b.select(b.eq(x, zero), b.const(float("-inf"), x.dtype), out)
+
+
+FUNCTIONS = {"exp": exp, "log": log, "tanh": tanh, "logistic": logistic}

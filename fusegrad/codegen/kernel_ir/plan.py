@@ -1,0 +1,144 @@
+"""The one memory plan of the kernel IR: which ops share a loop, and where each value lives.
+
+Ops run in program order. A run of elementwise ops of one size is one group (one flat loop,
+its intermediate values registers); every other op is a group of its own. A value needs a
+buffer unless every use is an elementwise op of its own group. Buffers are the entry's table
+of arrays: [arena, params..., results..., constants...]; the arena is bytes, where a value's
+range (64-byte aligned) is taken before its group runs and given back after its last use, so
+no group writes over what it reads. reshape, and convert to the same dtype, are another name
+for their operand's buffer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...ir.primitives import PRIMITIVES
+from .nodes import ITEMSIZE, Buffer
+
+ALIGN = 64
+
+
+def is_elementwise(op) -> bool:
+    return PRIMITIVES[op.prim].category == "elementwise" or op.prim == "full"
+
+
+def is_alias(op) -> bool:
+    return op.prim == "reshape" or (op.prim == "convert" and op.inputs[0].dtype == op.out.dtype)
+
+
+class Plan:
+    """groups (lists of ops), where (root value -> Buffer), consts (arrays), arena (bytes)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.root: dict = {}
+        self.groups: list = []
+        self.where: dict = {}
+        self.consts: list = []
+        self.result_slot: dict = {}
+        self.arena = 0
+        group_of = self._partition()
+        stored, last_use = self._stored(group_of)
+        self._place(group_of, stored, last_use)
+        self.stored = stored
+
+    def of(self, v):
+        return self.root.get(v, v)
+
+    def _partition(self) -> dict:
+        group_of = {}
+        for op in self.fn.ops:
+            if is_alias(op):
+                self.root[op.out] = self.of(op.inputs[0])
+                continue
+            if op.prim in ("constant", "iota"):
+                continue
+            last = self.groups[-1] if self.groups else None
+            if is_elementwise(op) and last and is_elementwise(last[0]) and \
+                    last[0].out.type.size == op.out.type.size:
+                last.append(op)
+            else:
+                self.groups.append([op])
+            group_of[op.out] = len(self.groups) - 1
+        return group_of
+
+    def _stored(self, group_of) -> tuple:
+        stored, last_use = set(), {}
+        for g, ops in enumerate(self.groups):
+            for op in ops:
+                if not is_elementwise(op):
+                    stored.add(op.out)
+                for v in op.inputs:
+                    r = self.of(v)
+                    last_use[r] = g
+                    if group_of.get(r) != g or not is_elementwise(op):
+                        stored.add(r)
+        stored.update(self.of(r) for r in self.fn.results)
+        return stored, last_use
+
+    def _place(self, group_of, stored, last_use):
+        fn, slot = self.fn, 1
+        for p in fn.params:
+            self.where[p] = Buffer(slot, 0, p.dtype)
+            slot += 1
+        for i, r in enumerate(fn.results):
+            root = self.of(r)
+            if root in group_of and root not in self.result_slot:
+                self.result_slot[root] = i
+                self.where[root] = Buffer(slot + i, 0, root.dtype)
+        slot += len(fn.results)
+        for op in fn.ops:
+            if op.prim in ("constant", "iota"):
+                value = op.params["value"] if op.prim == "constant" else \
+                    PRIMITIVES["iota"].impl(**op.params)
+                self.consts.append(np.ascontiguousarray(value, op.out.type.np_dtype).reshape(-1))
+                self.where[op.out] = Buffer(slot, 0, op.out.dtype)
+                slot += 1
+        free = FreeList()
+        for g, ops in enumerate(self.groups):
+            for op in ops:          # outputs first: a group never writes over its operands
+                if op.out in stored and op.out not in self.where:
+                    self.where[op.out] = Buffer(0, free.take(_bytes(op.out)), op.out.dtype)
+            done = {self.of(v) for op in ops for v in op.inputs if last_use.get(self.of(v)) == g}
+            done.update(op.out for op in ops if op.out not in last_use)
+            for r in done:
+                if r in self.where and self.where[r].slot == 0:
+                    free.give(self.where[r].byte, _bytes(r))
+        self.arena = free.end
+
+    def buffer(self, v) -> Buffer:
+        """v's buffer, typed as v (an alias may differ from its root only in shape)."""
+        b = self.where[self.of(v)]
+        return Buffer(b.slot, b.byte, v.dtype)
+
+
+def _bytes(v) -> int:
+    return -(-v.type.size * ITEMSIZE[v.dtype] // ALIGN) * ALIGN
+
+
+class FreeList:
+    """First-fit allocation of byte ranges in the arena, merging neighbours when freed."""
+
+    def __init__(self):
+        self.blocks: list = []      # (offset, size), sorted
+        self.end = 0
+
+    def take(self, size: int) -> int:
+        for k, (offset, room) in enumerate(self.blocks):
+            if room >= size:
+                self.blocks[k:k + 1] = [] if room == size else [(offset + size, room - size)]
+                return offset
+        offset, self.end = self.end, self.end + size
+        return offset
+
+    def give(self, offset: int, size: int):
+        if size == 0:
+            return
+        merged = []
+        for start, room in sorted([*self.blocks, (offset, size)]):
+            if merged and merged[-1][0] + merged[-1][1] == start:
+                merged[-1] = (merged[-1][0], merged[-1][1] + room)
+            else:
+                merged.append((start, room))
+        self.blocks = merged
