@@ -230,3 +230,13 @@ def scalarized(f, args):
         return sum(np.sum(np.sin(outs[i]) * u) for i, u in us.items())
     scalar.__name__ = f.__name__
     return scalar
+
+
+def central_difference(f, x, eps=1e-6):
+    """The gradient of a scalar f at array x by central differences, entry by entry."""
+    g = np.zeros_like(x)
+    for i in range(x.size):
+        step = np.zeros_like(x)
+        step.flat[i] = eps
+        g.flat[i] = (f(x + step) - f(x - step)) / (2 * eps)
+    return g

@@ -13,6 +13,7 @@ import scipy.special
 import scipy.stats
 
 import fusegrad as fg
+from domains import central_difference
 import fusegrad.numpy as fnp
 from fusegrad.conversion import ConversionError
 from fusegrad.tracer.tracer import ConcretizationError
@@ -24,15 +25,6 @@ M = np.array([[0.5, -1.0, 2.0], [1.5, 0.25, -0.5]])
 
 def grad_on(backend, f):
     return fg.grad(f) if backend == "eager" else fg.jit(fg.grad(f), backend=backend)
-
-
-def central_difference(f, x, eps=1e-6):
-    g = np.zeros_like(x)
-    for i in range(x.size):
-        step = np.zeros_like(x)
-        step.flat[i] = eps
-        g.flat[i] = (f(x + step) - f(x - step)) / (2 * eps)
-    return g
 
 
 def assert_grads(f, x=X):
