@@ -24,6 +24,7 @@ import numpy as np
 
 from ..formulas import unbroadcast_and_cast
 from . import engine_entry, hooks
+from .grad_mode import _state as _grad_state
 from .grad_mode import set_grad_enabled
 from .graph import AccumulateGrad, SavedTensor, gradient_edge
 from .tensor import Tensor, _wrap
@@ -137,6 +138,18 @@ def _run(roots, seeds, retain_graph, create_graph, capture=None) -> dict:
     found: dict = {}
     stream, anomaly = hooks.trace_stream(), hooks.anomaly_enabled
     plain = stream is None and not anomaly and not create_graph
+    _grad_state.backward += 1
+    try:
+        _drain(ready, buffers, deps, found, needed, capture, retain_graph, create_graph, plain,
+               stream, anomaly)
+    finally:
+        _grad_state.backward -= 1
+    return found
+
+
+def _drain(ready, buffers, deps, found, needed, capture, retain_graph, create_graph, plain,
+           stream, anomaly) -> None:
+    """Kahn's algorithm over the ready nodes (the hot loop of _run)."""
     with set_grad_enabled(create_graph), np.errstate(all="ignore"):
         while ready:
             node = ready.pop()
@@ -168,7 +181,6 @@ def _run(roots, seeds, retain_graph, create_graph, capture=None) -> dict:
                 deps[edge] = left
                 if not left:
                     ready.append(edge)
-    return found
 
 
 def _run_node(node, g, create_graph, stream, anomaly, store) -> Sequence:

@@ -14,6 +14,7 @@ import threading
 
 class _State(threading.local):
     enabled = True  # class attribute: the default every new thread starts with
+    backward = 0    # backward passes running in this thread (engine._run)
 
 
 _state = _State()

@@ -28,6 +28,40 @@ from ..tracer.location import user_location
 from .grad_mode import _state as _grad_state
 from .graph import input_mode
 
+# Views left behind by a recorded write that gave their base a new buffer (fg.grad of NumPy
+# code: `v = y[1:]; y[1] = 5.0`): id -> (weakref, the write's label and line). NumPy's view
+# would show the write; the eager view keeps the old numbers and history, so reading it in a
+# forward op raises (tensor._fg_bind) rather than give a silently wrong value and gradient.
+STALE: dict = {}
+
+
+def orphan_views(t, label) -> None:
+    """Mark every live tensor sharing t's storage as stale (t is about to take a new buffer)."""
+    version = t._version
+    if version is None or version.views is None:
+        return
+    where = user_location(full=True)
+    if len(STALE) > 1024:
+        for key in [k for k, (ref, _, _) in STALE.items() if ref() is None]:
+            del STALE[key]
+    for ref in version.views.values():
+        view = ref()
+        if view is not None and view is not t:
+            STALE[id(view)] = (ref, label, where)
+
+
+def stale_error(t):
+    """The error for reading a stale view t, or None when t is not one."""
+    entry = STALE.get(id(t))
+    if entry is None or entry[0]() is not t or _grad_state.backward:
+        return None
+    _, label, where = entry
+    return RuntimeError(
+        f"a view of an array is read at {user_location(full=True)} after {label} at {where} "
+        f"wrote into its base; NumPy's view would show that write, but the eager engine's "
+        f"view keeps the old value. Take the view after the write (or copy it before), or "
+        f"run under fg.jit, which recomputes views from their base")
+
 # kind -> (the primitive recorded under grad mode, the NumPy ufunc that writes otherwise)
 _KINDS = {
     "add": ("add", np.add), "sub": ("sub", np.subtract), "mul": ("mul", np.multiply),
@@ -137,6 +171,7 @@ class InplaceMethods:
         if new.dtype != self.dtype:
             new = new.astype(self.dtype)
         node = self.grad_fn
+        orphan_views(self, label)
         self.data, self.grad_fn, self._version = new.data, new.grad_fn, None
         self._requires_grad = new._requires_grad
         if node is not None and node.retained is not None and self.grad_fn is not None:

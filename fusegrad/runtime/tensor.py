@@ -29,7 +29,7 @@ from ..tracer.methods import UNARY_UFUNCS, ArrayMethods
 from . import hooks
 from .grad_mode import _state as _grad_state
 from .graph import Node, SavedTensor, _Meta, gradient_edge, rule_reads
-from .inplace import InplaceMethods
+from .inplace import STALE, InplaceMethods, orphan_views, stale_error
 from ..ir.evaluate import apply
 
 _VIEW_PRIMS = frozenset(("reshape", "transpose", "slice", "broadcast_in_dim", "rev"))
@@ -117,6 +117,8 @@ class Tensor(TensorSlots):
         datas = []
         for a in args:
             if isinstance(a, Tensor):
+                if STALE and (error := stale_error(a)) is not None:
+                    raise error
                 datas.append(a.data)
                 if a._requires_grad:
                     needs_grad = True
@@ -224,6 +226,7 @@ class Tensor(TensorSlots):
                 f"grad (a differentiated input): assign into a copy, y = x.copy(), or make the "
                 f"update under `with fg.no_grad():`")
         elif new is not self:
+            orphan_views(self, label)
             self.data, self.grad_fn, self._version = new.data, new.grad_fn, None
             self._requires_grad = True
 
