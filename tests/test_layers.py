@@ -43,19 +43,7 @@ RULES = [
 # reason in a comment; test_pending_arrows_still_exist fails once an entry is stale. (Issue 13
 # listed passes.simplify and codegen.compile -> runtime.interpreter here until `apply` moved to
 # fusegrad/ir/evaluate.py.)
-_PENDING: set[tuple[str, str]] = {
-    # Issue 23's functionalization (tracer/views.py recomputes a view from its base with the
-    # face's reshape/slice ops; runtime/inplace.py's `//=` calls fnp.floor_divide) landed in
-    # the same session as the rule that forbids it: these calls are to be installed from above,
-    # as tracer/methods.py is (the next step of issue 23's point 6).
-    ("fusegrad.runtime.inplace", "fusegrad.numpy"),
-    ("fusegrad.runtime.inplace", "fusegrad.numpy.rounding"),
-    ("fusegrad.tracer.views", "fusegrad.lax"),
-    ("fusegrad.tracer.views", "fusegrad.numpy"),
-    ("fusegrad.tracer.views", "fusegrad.numpy.base"),
-    ("fusegrad.tracer.views", "fusegrad.numpy.constructors"),
-    ("fusegrad.tracer.views", "fusegrad.numpy.shapes"),
-}
+_PENDING: set[tuple[str, str]] = set()
 
 Arrow = namedtuple("Arrow", "source target where")
 

@@ -25,6 +25,7 @@ import numpy as np
 from ..formulas import vjp_rules
 from ..state import eager_transforms
 from ..tracer.location import user_location
+from ..tracer.methods import face
 from .grad_mode import _state as _grad_state
 from .graph import input_mode
 
@@ -94,9 +95,8 @@ class InplaceMethods:
 
     def __ifloordiv__(self, other):
         """Floor division has no gradient: the quotient, detached, fills self."""
-        from ..numpy.rounding import floor_divide
         other = other.detach() if isinstance(other, InplaceMethods) else other
-        return self._inplace("fill", floor_divide(self.detach(), other), "//=")
+        return self._inplace("fill", face().floor_divide(self.detach(), other), "//=")
     def __imatmul__(self, other): return self._inplace("matmul", other, "@=")
     def __iand__(self, other): return self._inplace("and", other, "&=")
     def __ior__(self, other): return self._inplace("or", other, "|=")

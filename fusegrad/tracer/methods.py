@@ -28,10 +28,14 @@ def install(namespace, unary_ufuncs: dict) -> None:
     UNARY_UFUNCS.update(unary_ufuncs)
 
 
-def _fnp():
+def face():
+    """fusegrad.numpy as it installed itself: the functions modules below it may call."""
     if _FNP is None:
         raise RuntimeError("fusegrad.numpy is not loaded: import fusegrad")
     return _FNP
+
+
+_fnp = face
 
 
 def _unsupported(what, hint=""):

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..dispatch import level
 from .location import user_location
+from .methods import face
 
 
 class View:
@@ -42,11 +43,10 @@ class View:
 
     def recompute(self):
         """The root's elements at the view's positions, as the view's new IR value."""
-        from .. import lax
-        from ..numpy.shapes import reshape
+        fnp = face()
         self.synced = self.root._value
-        flat = reshape(self.root, (-1,))
-        return lax.take(flat, np.ascontiguousarray(self.shadow), 0).value
+        flat = fnp.reshape(self.root, (-1,))
+        return fnp.take(flat, np.ascontiguousarray(self.shadow), axis=0).value
 
 
 def shadow_of(x):
@@ -77,7 +77,6 @@ def track(out, x, op):
 
 def write_through(view_tracer, new, label):
     """A write of `new` (the view's whole new value) into a view: into its root's elements."""
-    from ..numpy.constructors import index_update
     view = view_tracer.base
     if not view.shadow.flags.writeable:
         raise ValueError(f"assignment destination is read-only: {label} at "
@@ -85,13 +84,13 @@ def write_through(view_tracer, new, label):
                          f" and np.broadcast_to make those, as in NumPy); write into a .copy()")
     root = view.root
     key = np.unravel_index(np.asarray(view.shadow), root.shape)
-    root._assign(index_update(root, key, new), label)
+    root._assign(face().index_update(root, key, new), label)
 
 
 def update(x, new, label, name):
     """x takes new (the result of an in-place operator or of out=x) as NumPy would write it:
     same shape, cast to x's dtype under NumPy's same_kind rule. Returns x."""
-    from ..numpy.base import astype
+    astype = face().astype
     new_shape, new_dtype = np.shape(new) if level(new) != 2 else new.shape, _dtype(new)
     if tuple(new_shape) != x.shape:
         raise ValueError(f"non-broadcastable output operand with shape {x.shape} doesn't match "
@@ -127,8 +126,7 @@ def inplace_operator(name):
     symbol, ufunc = INPLACE[name], _UFUNCS[name]
 
     def method(self, other):
-        from .. import numpy as fnp
-        new = getattr(fnp, ufunc)(self, other)
+        new = getattr(face(), ufunc)(self, other)
         if self.ndim == 0 and self.base is None:
             self.ctx.rebinds.setdefault(id(self), user_location(full=True))
             return new
