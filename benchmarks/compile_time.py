@@ -12,7 +12,8 @@ the first call runs on the interpreter, the second queues the compile on the com
 the child keeps calling until the compiled entry takes over, and reports when), `interp`, `jax`
 (jax.jit, where installed), `hand` (rnn_scan only: the RNN's value and gradient written by hand in Numba).
 Every child checks its value against the plain NumPy program. The programs are written in
-plain NumPy, as users write them.
+plain NumPy, as users write them; gmm, mog_vi, gp and convnet (with SciPy) live in
+real_programs.py.
 """
 
 import argparse
@@ -38,7 +39,12 @@ PROGRAMS = {
     "hmm_index": "the HMM with the observations an int64 argument: log_B[:, obs[t]] a gather",
     "mlp32": "float32 MLP 784-512-10 (batch 256, tanh) with integer labels: cross_entropy",
     "rnn_scan": "tanh RNN over 1 000 steps, hidden 16, written with fg.lax.scan / jax.lax.scan",
+    "gmm": "Gaussian mixture, 10 components in 2-D, 300 points: multivariate_normal.logpdf",
+    "mog_vi": "mixture-of-Gaussians VI, 10 components, 40 samples each: norm.logpdf",
+    "gp": "Gaussian process, RBF kernel, 50 points in 2-D: Cholesky, solve_triangular",
+    "convnet": "LeNet-5 shape, batch 32 of 28x28: scipy.signal.convolve per filter, max pool",
 }
+REAL = ("gmm", "mog_vi", "gp", "convnet")     # benchmarks/real_programs.py
 COLUMNS = ("fusegrad", "tiered", "interp", "jax", "hand")
 
 
@@ -207,7 +213,10 @@ class _PythonLax:
         return carry, numpy.stack(ys)
 
 
-def build(name, np, logsumexp, lax):
+def build(name, np, logsumexp, lax, scipy=None):
+    if name in REAL:
+        import real_programs
+        return real_programs.PROGRAMS[name](np, scipy or real_programs.scipy_names())
     if name.startswith("chain"):
         return chain(np, int(name[5:]))
     if name == "rnn_scan":
@@ -219,7 +228,7 @@ def build(name, np, logsumexp, lax):
 # -- one child: the first call, timed --------------------------------------------------------
 
 def child(name, column):
-    sys.path.insert(0, ROOT)                 # this checkout's fusegrad, not an installed one
+    sys.path[:0] = [ROOT, HERE]              # this checkout's fusegrad, not an installed one
     start = time.perf_counter()
     if column != "jax":
         import fusegrad as fg                # before SciPy, so its names are fusegrad's
@@ -237,7 +246,8 @@ def child(name, column):
         jax.config.update("jax_enable_x64", True)
         import jax.numpy as jnp
         from jax.scipy.special import logsumexp as jlse
-        fun, args, argnums = build(name, jnp, jlse, jax.lax)
+        from real_programs import jax_scipy_names
+        fun, args, argnums = build(name, jnp, jlse, jax.lax, jax_scipy_names())
         jitted = jax.jit(jax.value_and_grad(fun, argnums=argnums))
 
         def call():
