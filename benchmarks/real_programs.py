@@ -41,7 +41,7 @@ def jax_scipy_names():
 
 
 def gmm(np, sp, size="bench"):
-    K, D, N = (10, 2, 300) if size == "bench" else (3, 2, 8)
+    K, D, N = (10, 2, 300) if size == "bench" else (2, 2, 8)
     rng = numpy.random.default_rng(10)
     centres = rng.standard_normal((3, D)) * 2.0
     data = centres[rng.integers(0, 3, N)] + 0.4 * rng.standard_normal((N, D))
