@@ -27,8 +27,10 @@ from .nodes import Alu, Const, Raise, Reg
 
 FLOATS = ("f32", "f64")
 INT_OF = {"f32": "i32", "f64": "i64"}
-LIBM = {"fmod": ("f64", 2), "pow": ("f64", 2), "powf": ("f32", 2), "erfc": ("f64", 1),
-        "lgamma": ("f64", 1), "tgamma": ("f64", 1)}         # name: (dtype, arity)
+# C's functions the `libm` op calls: name -> (dtype, arity, Python's spelling, for Numba)
+LIBM = {"fmod": ("f64", 2, "math.fmod"), "pow": ("f64", 2, "math.pow"),
+        "powf": ("f32", 2, "math.pow"), "erfc": ("f64", 1, "math.erfc"),
+        "lgamma": ("f64", 1, "math.lgamma"), "tgamma": ("f64", 1, "math.gamma")}
 
 
 class Builder:
@@ -124,7 +126,7 @@ class Builder:
         """C's function `name` of xs, in its own dtype (a float32 widened for a double
         function, the result rounded back, as SciPy's float32 loops compute): a call no loop
         vectorizes, so only where mathlib*.py has no algorithm."""
-        ctype, arity = LIBM[name]
+        ctype, arity, _ = LIBM[name]
         assert arity == len(xs), name
         dtype, args = self._args(*xs)
         wide = tuple(self.convert(x, ctype) for x in args)

@@ -230,7 +230,7 @@ def declarations(text: str) -> list:
             if f"@llvm.{f}.{s}(" in text:
                 out.append(f"declare {t} @llvm.{f}.{s}({', '.join([t] * arity)})")
     from .builder import LIBM
-    for f, (dtype, arity) in LIBM.items():
+    for f, (dtype, arity, _) in LIBM.items():
         if f"@{f}(" in text:
             out.append(f"declare {LL[dtype]} @{f}({', '.join([LL[dtype]] * arity)})")
     for c, t in (("s", "float"), ("d", "double")):
