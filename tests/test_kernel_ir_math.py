@@ -35,8 +35,8 @@ MAX_ULP = {
     "tanh": (2, 2.5),
 }
 SPECIAL = ("erf", "erfc", "lgamma", "gamma")     # SciPy's; mpmath is their float64 reference
-# sin and cos reduce by pi/2 with three constants: accurate below these (mathlib.py)
-TRIG_RANGE = {"f64": 2.0 ** 43, "f32": 2.0 ** 19}
+# sin and cos reduce by pi/2 with three float64 constants: accurate below 2**43 (mathlib.py)
+TRIG_RANGE = {"f64": 2.0 ** 43, "f32": 2.0 ** 43}
 
 
 def max_ulp(prim, dtype):

@@ -180,24 +180,33 @@ def erf(b, x):
     return b.copysign(b.select(b.lt(a, 1.0), small, large), x)
 
 
+def _quadrant(b, a):
+    """(q, r) with a = q pi/2 + r, q in float64: Cody-Waite with mathlib.py's three float64
+    constants (accurate for a < 2**43), for float32 a too: mathlib.py's float32 reduction
+    was off by up to 0.5 in sin from a = 2**19 on (sin(1e6) in float32)."""
+    p1, p2, p3 = _TABLES["f64"]["pio2"]
+    a64 = b.convert(a, "f64")
+    q = b.rint(b.mul(a64, _TABLES["f64"]["twoopi"]))
+    nq = b.neg(q)
+    return q, b.convert(b.fma(nq, p3, b.fma(nq, p2, b.fma(nq, p1, a64))), a.dtype)
+
+
 def _sin_shifted(b, a, shift):
     """sin(a + shift pi/2) for a >= 0, shift 0 or 1 (mathlib.py's `sin_shifted`)."""
     c = _TABLES[a.dtype]
-    (p1, p2, p3), rmax = c["pio2"], c["trig_range"]
+    rmax = c["trig_range"]
     half, one = b.const(0.5, a.dtype), b.const(1.0, a.dtype)
-    q = b.rint(b.mul(a, c["twoopi"]))
-    nq = b.neg(q)
-    r = b.fma(nq, p3, b.fma(nq, p2, b.fma(nq, p1, a)))
+    q, r = _quadrant(b, a)
     r = b.max(b.min(r, rmax), -rmax)    # only past the accurate range: keeps |result| <= 1
     z = b.mul(r, r)
     s = b.fma(b.mul(r, z), _horner(b, z, c["sin"]), r)
     hz = b.mul(half, z)
     w = b.sub(one, hz)
     co = b.add(w, b.add(b.sub(b.sub(one, w), hz), b.mul(b.mul(z, z), _horner(b, z, c["cos"]))))
-    n = b.mul(b.add(q, shift), half)
+    n = b.mul(b.add(q, shift), 0.5)
     v = b.select(b.ne(n, b.floor(n)), co, s)                # odd quadrant: cosine
-    nh = b.mul(n, half)
-    return b.select(b.ge(b.sub(nh, b.floor(nh)), half), b.neg(v), v)   # quadrants 2, 3
+    nh = b.mul(n, 0.5)
+    return b.select(b.ge(b.sub(nh, b.floor(nh)), 0.5), b.neg(v), v)    # quadrants 2, 3
 
 
 def sin(b, x):
