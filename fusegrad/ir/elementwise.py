@@ -1,5 +1,5 @@
 """Elementwise primitives: each one's shape rule, NumPy semantics, Numba scalar template,
-straight-line LLVM form, docs row and test domain, side by side.
+straight-line LLVM form, docs row, test domain and scalar rule over the kernel IR's builder.
 
 There is no implicit broadcasting and no implicit promotion in the IR: operands have equal types;
 the tracer inserts broadcast_in_dim and convert. The implementations still broadcast and promote

@@ -4,8 +4,12 @@ tanh, logistic, erf, sin and cos here; the arc functions, cbrt and hypot in math
 The same algorithms, constants and order of operations as mathlib.py's Numba functions
 (Cody-Waite reduction with fma, a Horner fma chain, exponent-bit reconstruction, selects
 for the special values), so the kernel IR's loops vectorize them and their results match
-the Numba backend's. The constant tables are mathlib.py's own. Accuracy against NumPy
-(scripts/check_kernel_ulp.py; tests/test_kernel_ir_math.py asserts it) is mathlib.py's.
+the Numba backend's; the constant tables are kernel_ir/tables.py's, which mathlib.py shares.
+One change: float32 sin and cos reduce their argument in float64, which keeps them accurate
+to |x| < 2**43 as in float64 (mathlib.py's float32 ones were off by up to 0.5 past 2**19).
+Beyond 2**43 both are wrong (but in [-1, 1]), as mathlib.py's: a full-range reduction
+(Payne-Hanek) needs a table lookup the builder lacks. The measured accuracy, in ulps against
+the precise value, is tests/test_kernel_ir_math.py's MAX_ULP (scripts/check_kernel_ulp.py).
 """
 
 from __future__ import annotations
