@@ -35,6 +35,13 @@ def inputs(prim, dtype, n, rng):
     if prim in DENSE:
         lo, hi = DENSE[prim]
         args = [np.concatenate([args[0], rng.uniform(lo, hi, n).astype(NP[dtype])])]
+    if prim == "pow":                # x**y not over- or underflowing, and near the limits
+        x = np.exp(rng.uniform(-7, 7, n))
+        y = np.concatenate([rng.uniform(-50, 50, n // 2), rng.uniform(-745, 710, n - n // 2)
+                            / np.log(x[n // 2:])])
+        neg = -np.exp(rng.uniform(-3, 3, n))
+        args = [np.concatenate([args[0], x, neg]).astype(NP[dtype]),
+                np.concatenate([args[1], y, rng.integers(-60, 60, n)]).astype(NP[dtype])]
     if prim in ("sin", "cos"):       # accurate below 2**43 (kernel_ir/mathlib.py)
         args = [a[~(np.abs(a) >= 2.0 ** 43)] for a in args]
     return args

@@ -348,10 +348,10 @@ def _fmod_rule(b, x, y):
 
 
 def _pow_rule(b, x, y):
-    """C's pow for floats; for i64 NumPy's: a negative exponent raises ValueError, else
-    square-and-multiply over the exponent's 63 bits, wrapping as NumPy's int64 does."""
+    """mathlib_pow.py's for floats; for i64 NumPy's: a negative exponent raises ValueError,
+    else square-and-multiply over the exponent's 63 bits, wrapping as NumPy's int64 does."""
     if b.is_float(x):
-        return b.libm("pow" if x.dtype == "f64" else "powf", x, y)   # NumPy's own calls
+        return b.math("pow", x, y)
     b.fail(b.lt(y, 0), ValueError, "Integers to negative integer powers are not allowed.")
     acc, base = b.const(1, "i64"), x
     for bit in range(63):

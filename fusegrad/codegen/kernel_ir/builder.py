@@ -9,7 +9,7 @@ built. The ops are the small fixed set every renderer has a row for:
     compare     lt le gt ge eq ne uno                     (-> bool; ordered, except ne, uno)
     logic       and or xor shl lshr ashr select
     casts       convert (to another dtype), bitcast (a float's bits as a same-width integer)
-    libm        a call of C's function args[0] (LIBM: fmod, pow, powf, erfc, lgamma, tgamma),
+    libm        a call of C's function args[0] (LIBM: fmod, erfc, lgamma, tgamma),
                 only where no vectorizable algorithm exists
 
 A rule may also stop the call: `b.fail(cond, error, message, value)` appends a `Raise` whose
@@ -28,8 +28,7 @@ from .nodes import Alu, Const, Raise, Reg
 FLOATS = ("f32", "f64")
 INT_OF = {"f32": "i32", "f64": "i64"}
 # C's functions the `libm` op calls: name -> (dtype, arity, Python's spelling, for Numba)
-LIBM = {"fmod": ("f64", 2, "math.fmod"), "pow": ("f64", 2, "math.pow"),
-        "powf": ("f32", 2, "math.pow"), "erfc": ("f64", 1, "math.erfc"),
+LIBM = {"fmod": ("f64", 2, "math.fmod"), "erfc": ("f64", 1, "math.erfc"),
         "lgamma": ("f64", 1, "math.lgamma"), "tgamma": ("f64", 1, "math.gamma")}
 
 
@@ -142,5 +141,8 @@ class Builder:
 
     def math(self, name: str, *xs):
         """A transcendental function of mathlib*.py's algorithms, expanded in place."""
-        from .mathlib import FUNCTIONS
-        return FUNCTIONS[name](self, *xs)
+        from . import mathlib, mathlib_arc, mathlib_pow
+        for module in (mathlib, mathlib_arc, mathlib_pow):
+            if name in module.FUNCTIONS:
+                return module.FUNCTIONS[name](self, *xs)
+        raise KeyError(f"mathlib has no {name}")

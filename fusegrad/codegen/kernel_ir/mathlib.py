@@ -224,7 +224,3 @@ def cos(b, x):
 
 FUNCTIONS = {"exp": exp, "expm1": expm1, "log": log, "log1p": log1p, "tanh": tanh,
              "logistic": logistic, "erf": erf, "sin": sin, "cos": cos}
-
-from .mathlib_arc import FUNCTIONS as _ARC  # noqa: E402 (it builds on the helpers above)
-
-FUNCTIONS.update(_ARC)
