@@ -57,7 +57,9 @@ def same(exe, fn, args, tol):
 
 
 def built(fn):
-    return compile_numba(fn), fn
+    with pytest.MonkeyPatch.context() as m:         # module fixtures come before numba_renderer
+        m.setattr("fusegrad.codegen.choose.KERNEL_IR", False)
+        return compile_numba(fn), fn
 
 
 def T(dtype, shape):

@@ -40,42 +40,7 @@ import numpy as np
 from .mathlib_ops import (_div, _frexp, _horner, _jit, _ldexp, _select, _typed, copysign,
                           floor, fma)
 
-_F64 = {
-    "tan_pi8": 0.41421356237309503,
-    "pio4": (0.7853981633670628, 3.038550253253096e-11),  # hi has 33 bits: 4 hi is exact
-    # (atan(r) - r) / r**3 in z = r**2 on [0, (1.002 tan(pi/8))**2], degree 10, relative weight
-    "atan": (-0.01784519567076484, 0.03800842802831639, -0.050371157800053155,
-             0.05847408259961853, -0.06663038623138816, 0.07692054522831883,
-             -0.09090897441583762, 0.1111111077261428, -0.14285714279983058,
-             0.1999999999995151, -0.3333333333333319),
-    "huge": 2.0**1000,  # atan2 scales n and d by 1/4 above, so n + d cannot overflow, and
-    "scale_up": 2.0**100,  # by this below 1/huge, so that tan(pi/8) d does not round coarsely
-    "log_big": 2.0**28,  # asinh and acosh are log(2|x|) to the last bit above
-    "tiny": 2.2250738585072014e-308,  # cbrt scales subnormals by 2**54 (and back by 2**-18)
-    "tiny_scale": 54.0,
-    # cbrt(m) on [0.999 sqrt(1/2), 1.001 sqrt(2)], degree 4, relative weight (error 9.3e-6)
-    "cbrt": (-0.03776873007749725, 0.21688021683933165, -0.5355802740446501,
-             0.9048108813136305, 0.4516622254852275),
-    "cbrt2": (1.2599210498948732, 1.5874010519681996),  # 2**(1/3), 2**(2/3)
-    "hypot_range": (2.0**-500, 2.0**500),  # hypot scales max(|x|, |y|) outside into [2**-474,
-    "hypot_scale": (2.0**600, 2.0**-600),  # 2**424]: its square neither overflows nor is subnormal
-}
-_F32 = {  # same functions and intervals; values are exact float32
-    "tan_pi8": 0.4142135679721832,
-    "pio4": (0.785400390625, -2.2272274691204075e-06),  # hi has 16 bits
-    "atan": (-0.060689911246299744, 0.10590335726737976, -0.1424308717250824,
-             0.19998449087142944, -0.3333331346511841),  # degree 4
-    "huge": 2.0**100,
-    "scale_up": 2.0**60,
-    "log_big": 2.0**12,
-    "tiny": 1.1754943508222875e-38,
-    "tiny_scale": 24.0,
-    "cbrt": (-0.03776872903108597, 0.2168802171945572, -0.5355802774429321,
-             0.904810905456543, 0.45166221261024475),
-    "cbrt2": (1.2599210739135742, 1.587401032447815),
-    "hypot_range": (2.0**-50, 2.0**50),
-    "hypot_scale": (2.0**90, 2.0**-70),
-}
+from .kernel_ir.tables import ARC_F32 as _F32, ARC_F64 as _F64  # noqa: E402
 
 
 def _make_atan(T, c):

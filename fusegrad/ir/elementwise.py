@@ -1,5 +1,5 @@
 """Elementwise primitives: each one's shape rule, NumPy semantics, Numba scalar template,
-straight-line LLVM form, docs row and test domain, side by side.
+straight-line LLVM form, docs row, test domain and scalar rule over the kernel IR's builder.
 
 There is no implicit broadcasting and no implicit promotion in the IR: operands have equal types;
 the tracer inserts broadcast_in_dim and convert. The implementations still broadcast and promote
@@ -321,12 +321,72 @@ def _not_rule(b, x):
     return b.xor(x, True) if x.dtype == "bool" else b.convert(b.eq(x, 0), "i64")
 
 
+def _safe_divisor(b, x, y):
+    """(y with 0 and -1 made 1, y == 0): srem by it never traps; x % -1 is 0 anyway."""
+    zero = b.eq(y, 0)
+    return b.select(b.or_(zero, b.eq(y, -1)), 1, y), zero
+
+
+def _remainder_rule(b, x, y):
+    """NumPy's remainder (npy_divmod): fmod moved to y's sign; a zero takes y's sign; for
+    i64 the floor modulus, x % 0 == 0."""
+    if not b.is_float(x):
+        safe, _ = _safe_divisor(b, x, y)
+        r = b.srem(x, safe)
+        return b.select(b.and_(b.ne(r, 0), b.ne(b.lt(r, 0), b.lt(safe, 0))), b.add(r, safe), r)
+    m = b.libm("fmod", x, y)
+    nz = b.ne(m, 0.0)                                   # true for nan too
+    moved = b.and_(nz, b.ne(b.lt(y, 0.0), b.lt(m, 0.0)))
+    return b.select(nz, b.select(moved, b.add(m, y), m), b.copysign(b.const(0.0, x.dtype), y))
+
+
+def _fmod_rule(b, x, y):
+    """C's fmod (exact, the sign of x); for i64 the truncated remainder, x % 0 == 0."""
+    if b.is_float(x):
+        return b.libm("fmod", x, y)
+    return b.srem(x, _safe_divisor(b, x, y)[0])
+
+
+def _pow_rule(b, x, y):
+    """mathlib_pow.py's for floats; for i64 NumPy's: a negative exponent raises ValueError,
+    else square-and-multiply over the exponent's 63 bits, wrapping as NumPy's int64 does."""
+    if b.is_float(x):
+        return b.math("pow", x, y)
+    b.fail(b.lt(y, 0), ValueError, "Integers to negative integer powers are not allowed.")
+    acc, base = b.const(1, "i64"), x
+    for bit in range(63):
+        acc = b.select(b.ne(b.and_(y, 1 << bit), 0), b.mul(acc, base), acc)
+        base = b.mul(base, base) if bit < 62 else base
+    return acc
+
+
+def _sign_rule(b, x):
+    """-1, 0 or 1; 0.0 for both zeros, nan for nan (np.sign)."""
+    zero = b.const(0, x.dtype)
+    rest = b.select(b.eq(x, zero), zero, x) if b.is_float(x) else zero
+    return b.select(b.gt(x, zero), b.const(1, x.dtype),
+                    b.select(b.lt(x, zero), b.const(-1, x.dtype), rest))
+
+
+def _signbit_rule(b, x):
+    return b.lt(b.bitcast(x, "i64" if x.dtype == "f64" else "i32"), 0)
+
+
 _SCALAR = {
     "add": _same("add"), "sub": _same("sub"), "mul": _same("mul"), "div": _div_rule,
     "neg": _same("neg"), "abs": _abs_rule, "sqrt": _same("sqrt"),
+    "rsqrt": lambda b, x: b.fdiv(1.0, b.sqrt(x)),
     "maximum": _extremum("ge"), "minimum": _extremum("le"),
-    "exp": _math("exp"), "log": _math("log"), "tanh": _math("tanh"),
-    "logistic": _math("logistic"),
+    "remainder": _remainder_rule, "fmod": _fmod_rule, "pow": _pow_rule,
+    "sign": _sign_rule, "signbit": _signbit_rule,
+    "floor": _same("floor"), "round": _same("rint"),
+    "ceil": lambda b, x: b.neg(b.floor(b.neg(x))),
+    "trunc": lambda b, x: b.copysign(b.floor(b.fabs(x)), x),
+    **{name: _math(name) for name in (
+        "exp", "expm1", "log", "log1p", "tanh", "logistic", "erf", "sin", "cos", "atan",
+        "asin", "acos", "asinh", "acosh", "atanh", "cbrt")},
+    "atan2": lambda b, x, y: b.math("atan2", x, y),
+    "hypot": lambda b, x, y: b.math("hypot", x, y),
     "and": _logical("and_"), "or": _logical("or_"), "not": _not_rule,
     "select": lambda b, p, x, y: b.select(p, x, y),
     "convert": lambda b, x, *, dtype: b.convert(x, dtype),

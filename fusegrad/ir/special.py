@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from .elementwise import FLOAT, _call, _unary_float
-from .registry import Doc, define, fail, require_float
+from .registry import PRIMITIVES, Doc, define, fail, require_float
 
 SECTION = "Special functions"
 
@@ -91,3 +91,42 @@ _host("i0", "i0", "I₀(x), modified Bessel function of order 0 (`scipy.special.
 _host("i1", "i1", "I₁(x), modified Bessel function of order 1 (`scipy.special.i1`); host step")
 _host("i0e", "i0e", "e^-\\|x\\| I₀(x), exponentially scaled (`scipy.special.i0e`); host step")
 _host("i1e", "i1e", "e^-\\|x\\| I₁(x), exponentially scaled (`scipy.special.i1e`); host step")
+
+
+# -- scalar rules over the kernel IR's builder: C's functions (no vectorizable algorithm yet),
+# in float64 as SciPy's float32 loops compute, with SciPy's (cephes') edges where C differs
+
+_MAXLOG = 7.09782712893383996843e2     # cephes: erfc is 0 where x * x exceeds it
+
+
+def _gamma_rule(b, x):
+    """C's tgamma; below the normal range a zero of its sign, as SciPy's (C's is subnormal),
+    and -0.0 from x <= -2**31 on (SciPy's sign there, its int parity overflowing)."""
+    x64 = b.convert(x, "f64")
+    r = b.libm("tgamma", x64)
+    tiny = b.lt(b.fabs(r), float(np.finfo(np.float64).smallest_normal))
+    r = b.select(tiny, b.copysign(b.const(0.0, "f64"), r), r)
+    r = b.select(b.and_(b.le(x64, -2.0 ** 31), b.eq(r, 0.0)), b.const(-0.0, "f64"), r)
+    return b.convert(r, x.dtype)
+
+
+def _lgamma_rule(b, x):
+    """C's lgamma; like SciPy's, -inf at -inf (C's is +inf) and +inf where 1/x overflows
+    (C's is the finite -log|x|)."""
+    x64 = b.convert(x, "f64")
+    r = b.libm("lgamma", x64)
+    inf = float("inf")
+    r = b.select(b.eq(b.fabs(b.fdiv(1.0, x64)), inf), b.const(inf, "f64"), r)
+    return b.convert(b.select(b.eq(x64, -inf), x64, r), x.dtype)
+
+
+def _erfc_rule(b, x):
+    """C's erfc; 0 where x > 0 and x * x > MAXLOG, as SciPy's (C's is subnormal to 27.2)."""
+    x64 = b.convert(x, "f64")
+    under = b.and_(b.gt(x64, 0.0), b.gt(b.mul(x64, x64), _MAXLOG))
+    return b.convert(b.select(under, b.const(0.0, "f64"), b.libm("erfc", x64)), x.dtype)
+
+
+PRIMITIVES["gamma"].scalar = _gamma_rule
+PRIMITIVES["lgamma"].scalar = _lgamma_rule
+PRIMITIVES["erfc"].scalar = _erfc_rule

@@ -63,7 +63,7 @@ class Kernel:
     """The statements of one group, built through a Builder whose `out` is the current body."""
 
     def __init__(self, names, program_errors):
-        self.b = Builder(names)
+        self.b = Builder(names, errors=program_errors)
         self.body = self.b.out
         self.errors = program_errors
 
@@ -156,7 +156,7 @@ def _elementwise(k, plan, ops):
             if op.prim == "full":
                 out = Const(op.params["value"], op.out.dtype)
             else:
-                out = PRIMITIVES[op.prim].scalar(k.b, *xs, **op.params)
+                out = PRIMITIVES[op.prim].scalar(k.b.at(op.loc), *xs, **op.params)
             regs[op.out] = out
             if op.out in plan.stored:
                 k.store(plan.buffer(op.out), affine((i,), (1,)), out)

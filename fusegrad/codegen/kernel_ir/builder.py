@@ -9,6 +9,11 @@ built. The ops are the small fixed set every renderer has a row for:
     compare     lt le gt ge eq ne uno                     (-> bool; ordered, except ne, uno)
     logic       and or xor shl lshr ashr select
     casts       convert (to another dtype), bitcast (a float's bits as a same-width integer)
+    libm        a call of C's function args[0] (LIBM: fmod, erfc, lgamma, tgamma),
+                only where no vectorizable algorithm exists
+
+A rule may also stop the call: `b.fail(cond, error, message, value)` appends a `Raise` whose
+message names the op's file:line (the builder `at(loc)` returns for the op).
 
 Registers of dtype i32 exist for float32's exponent-bit tricks; memory holds only DTYPES.
 Python numbers are accepted where a register is, as constants of the other operand's dtype.
@@ -18,18 +23,27 @@ from __future__ import annotations
 
 import itertools
 
-from .nodes import Alu, Const, Reg
+from .nodes import Alu, Const, Raise, Reg
 
 FLOATS = ("f32", "f64")
 INT_OF = {"f32": "i32", "f64": "i64"}
+# C's functions the `libm` op calls: name -> (dtype, arity, Python's spelling, for Numba)
+LIBM = {"fmod": ("f64", 2, "math.fmod"), "erfc": ("f64", 1, "math.erfc"),
+        "lgamma": ("f64", 1, "math.lgamma"), "tgamma": ("f64", 1, "math.gamma")}
 
 
 class Builder:
     """Appends scalar statements to `out` (a list the caller may swap: a loop's body)."""
 
-    def __init__(self, names=None, out=None):
+    def __init__(self, names=None, out=None, errors=None, loc=None):
         self.names = names if names is not None else itertools.count()
         self.out = out if out is not None else []
+        self.errors = errors if errors is not None else []
+        self.loc = loc
+
+    def at(self, loc) -> "Builder":
+        """A builder appending to the same statements for the op at the user's line `loc`."""
+        return Builder(self.names, self.out, self.errors, loc)
 
     def fresh(self, dtype: str, stem: str = "v") -> Reg:
         return Reg(f"%{stem}{next(self.names)}", dtype)
@@ -107,7 +121,28 @@ class Builder:
     def bitcast(self, x, dtype: str):
         return self.emit("bitcast", dtype, x)
 
-    def math(self, name: str, x):
-        """A transcendental function of mathlib.py's algorithm, expanded in place."""
-        from .mathlib import FUNCTIONS
-        return FUNCTIONS[name](self, x)
+    def libm(self, name: str, *xs):
+        """C's function `name` of xs, in its own dtype (a float32 widened for a double
+        function, the result rounded back, as SciPy's float32 loops compute): a call no loop
+        vectorizes, so only where mathlib*.py has no algorithm."""
+        ctype, arity, _ = LIBM[name]
+        assert arity == len(xs), name
+        dtype, args = self._args(*xs)
+        wide = tuple(self.convert(x, ctype) for x in args)
+        return self.convert(self.emit("libm", ctype, name, *wide), dtype)
+
+    def fail(self, cond, error: type, message: str, value=0) -> None:
+        """Stop the call with `error(message)` where cond holds; "{}" in message quotes the
+        i64 `value`."""
+        where = f" (at {self.loc})" if self.loc else ""
+        self.errors.append((error, message + where))
+        value = value if isinstance(value, (Reg, Const)) else Const(value, "i64")
+        self.out.append(Raise(cond, len(self.errors), value))
+
+    def math(self, name: str, *xs):
+        """A transcendental function of mathlib*.py's algorithms, expanded in place."""
+        from . import mathlib, mathlib_arc, mathlib_pow
+        for module in (mathlib, mathlib_arc, mathlib_pow):
+            if name in module.FUNCTIONS:
+                return module.FUNCTIONS[name](self, *xs)
+        raise KeyError(f"mathlib has no {name}")

@@ -68,6 +68,8 @@ def alu(node: Alu) -> str:
     """The instruction of one scalar op (its right-hand side)."""
     op, args, out = node.op, node.args, node.out
     x = args[0]
+    if op == "libm":                    # x names a C function of out's type
+        return f"call {LL[out.dtype]} @{x}(" + ", ".join(_arg(a) for a in args[1:]) + ")"
     t = LL[x.dtype]
     if op == "select":
         return f"select i1 {literal(x)}, {_arg(args[1])}, {_arg(args[2])}"
@@ -227,6 +229,10 @@ def declarations(text: str) -> list:
                          ("copysign", 2)):
             if f"@llvm.{f}.{s}(" in text:
                 out.append(f"declare {t} @llvm.{f}.{s}({', '.join([t] * arity)})")
+    from .builder import LIBM
+    for f, (dtype, arity, _) in LIBM.items():
+        if f"@{f}(" in text:
+            out.append(f"declare {LL[dtype]} @{f}({', '.join([LL[dtype]] * arity)})")
     for c, t in (("s", "float"), ("d", "double")):
         if f"@fusegrad_{c}gemm(" in text:
             n = f"i{cblas.BITS}"

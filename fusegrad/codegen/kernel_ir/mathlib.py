@@ -1,16 +1,22 @@
-"""codegen/mathlib.py's exp, log, tanh and logistic as rules over the scalar builder.
+"""codegen/mathlib.py's functions as rules over the scalar builder: exp, expm1, log, log1p,
+tanh, logistic, erf, sin and cos here; the arc functions, cbrt and hypot in mathlib_arc.py.
 
 The same algorithms, constants and order of operations as mathlib.py's Numba functions
 (Cody-Waite reduction with fma, a Horner fma chain, exponent-bit reconstruction, selects
 for the special values), so the kernel IR's loops vectorize them and their results match
-the Numba backend's. The constant tables are mathlib.py's own.
+the Numba backend's; the constant tables are kernel_ir/tables.py's, which mathlib.py shares.
+One change: float32 sin and cos reduce their argument in float64, which keeps them accurate
+to |x| < 2**43 as in float64 (mathlib.py's float32 ones were off by up to 0.5 past 2**19).
+Beyond 2**43 both are wrong (but in [-1, 1]), as mathlib.py's: a full-range reduction
+(Payne-Hanek) needs a table lookup the builder lacks. The measured accuracy, in ulps against
+the precise value, is tests/test_kernel_ir_math.py's MAX_ULP (scripts/check_kernel_ulp.py).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..mathlib import _F32, _F64
+from .tables import _F32, _F64
 
 _LAYOUT = {"f64": ("i64", 52, 1023), "f32": ("i32", 23, 127)}
 
@@ -121,25 +127,100 @@ def logistic(b, x):
     return b.select(tiny, _ldexp(b, w, k), s)
 
 
-def log(b, x):
-    c = _TABLES[x.dtype]
-    zero, half, one, two = (b.const(v, x.dtype) for v in (0.0, 0.5, 1.0, 2.0))
-    inf = b.const(float("inf"), x.dtype)
-    (ln2hi, ln2lo), up_k = c["ln2"], c["tiny_scale"]
-    sub = b.lt(x, c["tiny"])
-    u = b.select(sub, b.mul(x, 2.0 ** up_k), x)
+def log_kernel(b, u, k0, corr):
+    """log(u * 2**k0) + corr for a positive normal u (mathlib.py's `kernel`)."""
+    c = _TABLES[u.dtype]
+    half, one, two = (b.const(v, u.dtype) for v in (0.5, 1.0, 2.0))
+    ln2hi, ln2lo = c["ln2"]
     m, k = _frexp(b, u)
-    k = b.add(k, b.select(sub, b.const(-up_k, x.dtype), zero))
+    k = b.add(k, k0)
     f = b.sub(m, one)
     hfsq = b.mul(b.mul(half, f), f)
     s = b.fdiv(f, b.add(two, f))
     z = b.mul(s, s)
     r = b.mul(z, _horner(b, z, c["log"]))
-    out = b.add(b.add(b.sub(b.add(b.mul(s, b.add(hfsq, r)), b.add(b.mul(k, ln2lo), zero)),
-                            hfsq), f), b.mul(k, ln2hi))
+    return b.add(b.add(b.sub(b.add(b.mul(s, b.add(hfsq, r)), b.add(b.mul(k, ln2lo), corr)),
+                             hfsq), f), b.mul(k, ln2hi))
+
+
+def log(b, x):
+    c = _TABLES[x.dtype]
+    zero, inf = b.const(0.0, x.dtype), b.const(float("inf"), x.dtype)
+    up_k = c["tiny_scale"]
+    sub = b.lt(x, c["tiny"])
+    out = log_kernel(b, b.select(sub, b.mul(x, 2.0 ** up_k), x),
+                     b.select(sub, b.const(-up_k, x.dtype), zero), zero)
     out = b.select(b.lt(x, inf), out, x)
     out = b.select(b.lt(x, zero), b.const(float("nan"), x.dtype), out)
     return b.select(b.eq(x, zero), b.const(float("-inf"), x.dtype), out)
 
 
-FUNCTIONS = {"exp": exp, "log": log, "tanh": tanh, "logistic": logistic}
+def log1p(b, x):
+    one, two, zero = (b.const(v, x.dtype) for v in (1.0, 2.0, 0.0))
+    u = b.add(one, x)
+    # the rounding error of 1 + x (exact), as a first-order correction to log(u)
+    corr = b.fdiv(b.select(b.ge(u, two), b.sub(one, b.sub(u, x)), b.sub(x, b.sub(u, one))), u)
+    r = b.copysign(log_kernel(b, u, zero, corr), x)     # the sign of x, even for -0.0
+    r = b.select(b.lt(x, float("inf")), r, x)
+    r = b.select(b.lt(x, -1.0), b.const(float("nan"), x.dtype), r)
+    return b.select(b.eq(x, -1.0), b.const(float("-inf"), x.dtype), r)
+
+
+def expm1(b, x):
+    c = _TABLES[x.dtype]
+    r, k, _ = _reduce(b, b.max(b.min(x, c["exp_range"][1]), c["expm1_min"]), c)
+    # 2**k (expm1(r) + 1 - 2**-k): exact for k = 0, and 2**k never overflows alone
+    t = b.sub(b.const(1.0, x.dtype), _pow2(b, b.neg(b.min(k, c["kcap"]))))
+    return b.copysign(_ldexp(b, _expm1_r(b, r, t, c), k), x)
+
+
+def erf(b, x):
+    c = _TABLES[x.dtype]
+    a = b.min(b.fabs(x), c["erf_max"])
+    small = b.fma(a, _horner(b, b.mul(a, a), c["erf_near"]), a)  # exact for tiny x
+    # 1 - erfc(x) = 1 - exp(-x**2 + L(x)); fma keeps x**2 exact inside the exponent
+    large = b.sub(b.const(1.0, x.dtype),
+                  exp(b, b.fma(b.neg(a), a, _horner(b, b.sub(a, 2.0), c["erf_far"]))))
+    return b.copysign(b.select(b.lt(a, 1.0), small, large), x)
+
+
+def _quadrant(b, a):
+    """(q, r) with a = q pi/2 + r, q in float64: Cody-Waite with mathlib.py's three float64
+    constants (accurate for a < 2**43), for float32 a too: mathlib.py's float32 reduction
+    was off by up to 0.5 in sin from a = 2**19 on (sin(1e6) in float32)."""
+    p1, p2, p3 = _TABLES["f64"]["pio2"]
+    a64 = b.convert(a, "f64")
+    q = b.rint(b.mul(a64, _TABLES["f64"]["twoopi"]))
+    nq = b.neg(q)
+    return q, b.convert(b.fma(nq, p3, b.fma(nq, p2, b.fma(nq, p1, a64))), a.dtype)
+
+
+def _sin_shifted(b, a, shift):
+    """sin(a + shift pi/2) for a >= 0, shift 0 or 1 (mathlib.py's `sin_shifted`)."""
+    c = _TABLES[a.dtype]
+    rmax = c["trig_range"]
+    half, one = b.const(0.5, a.dtype), b.const(1.0, a.dtype)
+    q, r = _quadrant(b, a)
+    r = b.max(b.min(r, rmax), -rmax)    # only past the accurate range: keeps |result| <= 1
+    z = b.mul(r, r)
+    s = b.fma(b.mul(r, z), _horner(b, z, c["sin"]), r)
+    hz = b.mul(half, z)
+    w = b.sub(one, hz)
+    co = b.add(w, b.add(b.sub(b.sub(one, w), hz), b.mul(b.mul(z, z), _horner(b, z, c["cos"]))))
+    n = b.mul(b.add(q, shift), 0.5)
+    v = b.select(b.ne(n, b.floor(n)), co, s)                # odd quadrant: cosine
+    nh = b.mul(n, 0.5)
+    return b.select(b.ge(b.sub(nh, b.floor(nh)), 0.5), b.neg(v), v)    # quadrants 2, 3
+
+
+def sin(b, x):
+    one = b.const(1.0, x.dtype)
+    return b.mul(b.copysign(one, x), _sin_shifted(b, b.fabs(x), 0.0))
+
+
+def cos(b, x):
+    return _sin_shifted(b, b.fabs(x), 1.0)
+
+
+FUNCTIONS = {"exp": exp, "expm1": expm1, "log": log, "log1p": log1p, "tanh": tanh,
+             "logistic": logistic, "erf": erf, "sin": sin, "cos": cos}
