@@ -6,7 +6,9 @@ memory plan, before any text exists, and rendered through a table (llvm.py) to L
                 BLAS calls
     builder.py  the scalar builder a primitive's registry `scalar` rule is written over
     mathlib.py  codegen/mathlib.py's polynomial exp, log, tanh, logistic over the builder
-    build.py    each op category as kernel IR
+    build.py    each op category as kernel IR; folds.py cumsum, cumprod, argmax, argmin
+    host.py     host steps: ops run in Python between compiled parts (linalg, sorts, special
+                functions, control flow around its compiled bodies)
     llvm.py     the LLVM renderer; run.py compiles it with llvmlite and calls it
 
 `covers(fn)` says whether every op of fn has a form here, or names the first that has not.
@@ -17,10 +19,13 @@ from __future__ import annotations
 from ...ir.primitives import PRIMITIVES
 from ...passes.schedule import SMALL_DOT_K
 from .build import GATHERS, REDUCTIONS, SHAPES, build
+from .folds import FOLDS
+from .host import is_host
 from .nodes import DTYPES
 from .plan import Plan
 
-_OTHER = {"reshape", "constant", "iota", "full", "matmul", *SHAPES, *REDUCTIONS, *GATHERS}
+_OTHER = {"reshape", "constant", "iota", "full", "matmul", *SHAPES, *REDUCTIONS, *GATHERS,
+          *FOLDS}
 
 
 def covers(fn) -> str | None:
@@ -36,9 +41,12 @@ def covers(fn) -> str | None:
 
 
 def _lacks(op, blas_bits) -> str | None:
-    values = [*op.inputs, *op.outputs]
-    if len(op.outputs) != 1 or any(v.dtype not in DTYPES for v in values):
-        return "an op of several results or of another dtype"
+    if any(v.dtype not in DTYPES for v in (*op.inputs, *op.outputs)):
+        return "a value of another dtype"
+    if is_host(op):
+        return None
+    if len(op.outputs) != 1:
+        return "an op of several results"
     entry = PRIMITIVES[op.prim]
     if entry.category == "elementwise":
         if entry.scalar is None:
@@ -50,13 +58,8 @@ def _lacks(op, blas_bits) -> str | None:
         return "no kernel IR form"
     if op.prim in REDUCTIONS and op.out.dtype not in ("f32", "f64", "i64"):
         return "a reduction of bools"
-    if op.prim.startswith("scatter") and op.out.dtype == "bool":
-        return "a scatter of bools"
     if op.prim == "matmul":
-        a, b = op.inputs
-        k = a.shape[-1]
-        if a.type.ndim < 2 or b.type.ndim != a.type.ndim or a.shape[:-2] != b.shape[:-2]:
-            return "a matmul of other ranks"
+        k = op.inputs[0].shape[-1]
         if k > SMALL_DOT_K and (op.out.dtype not in ("f32", "f64") or blas_bits is None):
             return "a long matmul without a ?gemm"
         if op.out.dtype == "bool":
@@ -64,12 +67,15 @@ def _lacks(op, blas_bits) -> str | None:
     return None
 
 
-def compile_kernel_ir(fn):
-    """(run, LLVM text) for fn, which `covers`."""
+def compile_kernel_ir(fn, compile_fn=None):
+    """(run, LLVM text) for fn, which `covers`; compile_fn compiles the nested Functions of
+    its control flow (default: codegen.compile.compile_numba, which chooses their path)."""
     from .. import nests
     from .run import compile_program
+    if compile_fn is None:
+        from ..compile import compile_numba as compile_fn
     program, plan = build(fn, Plan(fn))
-    return compile_program(program, plan, nests.DATA_OFFSET)
+    return compile_program(program, plan, nests.DATA_OFFSET, compile_fn)
 
 
 __all__ = ["covers", "compile_kernel_ir", "build", "Plan"]

@@ -22,6 +22,7 @@ from ...ir.primitives import PRIMITIVES
 from ...ir.printer import format_op, value_names
 from ...passes.schedule import SMALL_DOT_K
 from .builder import Builder
+from .host import build_host, is_host
 from .nodes import Const, Gemm, Index, Load, Loop, Note, Program, Raise, Store
 from .plan import Plan, is_elementwise
 
@@ -120,7 +121,9 @@ def build(fn, plan: Plan | None = None) -> tuple:
     printed = value_names(fn)
     for ops in plan.groups:
         k = Kernel(names, errors)
-        if ops[0].out.type.size:
+        if is_host(ops[0]):
+            build_host(k, plan, ops)
+        elif ops[0].out.type.size:
             _GROUP[_kind(ops[0])](k, plan, ops)
         lines = [f"{format_op(op, printed).strip()}   ; {op.loc or '?'}" for op in ops]
         k.body.insert(0, Note("\n".join(lines)))
@@ -144,7 +147,7 @@ def _work(ops) -> int:
     if op.prim == "matmul":
         k = op.inputs[0].shape[-1]
         return op.out.type.size * k if k <= SMALL_DOT_K else 0
-    return sum(max(v.type.size for v in (*o.inputs, o.out)) for o in ops)
+    return sum(max(v.type.size for v in (*o.inputs, *o.outputs)) for o in ops)
 
 
 def _elementwise(k, plan, ops):
@@ -260,9 +263,9 @@ def _gather(k, plan, ops):
         big_at = affine(index[:axis] + index[axis + width:], others).plus(
             terms=((j, bs[axis]),))
         small_at = affine(index, strides(small))
-        if scatter:
-            k.store(dst, big_at, k.b.add(k.load(dst, big_at), k.load(plan.buffer(data),
-                                                                     small_at)))
+        if scatter:         # np.add.at of bools is a logical or
+            add = k.b.or_ if out.dtype == "bool" else k.b.add
+            k.store(dst, big_at, add(k.load(dst, big_at), k.load(plan.buffer(data), small_at)))
         else:
             k.store(dst, small_at, k.load(plan.buffer(data), big_at))
     if math.prod(small):
@@ -296,5 +299,7 @@ def _matmul(k, plan, ops):
         k.nest(tuple(batch), call)
 
 
+from .folds import FOLDS  # noqa: E402 - folds.py builds on the helpers above
+
 _GROUP = {"elementwise": _elementwise, "shape": _shape, "reduce": _reduce, "gather": _gather,
-          "matmul": _matmul}
+          "matmul": _matmul, **FOLDS}

@@ -9,6 +9,7 @@ A program is a list of groups, each a list of statements run in order by one fun
     Raise(cond, error, value)   stop the call with error number `error` if cond holds
     Gemm(dtype, m, n, k, a, b, c)   c = a @ b (row-major, contiguous), NumPy's own ?gemm
     Note(text)                  the IR equation and the user's file:line a group computes
+    Host(op, inputs, outputs)   a step run in Python between compiled parts (host.py)
 
 A `Buffer` is where an array lives: slot `slot` of the table of arrays the entry takes, `byte`
 bytes in, holding `dtype` elements. An `Index` is affine: offset + sum(reg * stride) over i64
@@ -16,6 +17,17 @@ registers (loop counters, or indices a gather loaded: the one non-affine part, c
 its bounds once per index array by a `Raise` loop before use). Registers are SSA: `Reg` names
 are unique within a group, and a `Const` is a literal of a dtype. Scalar ops (`Alu.op`) are a
 small fixed set (builder.py lists them); the renderers are tables over it.
+
+A `Host` is a group of its own and splits the entry: the runner calls the compiled parts
+before it, then the step, then the parts after, all on the same table of arrays. The step
+reads each input (Buffer, shape) as a NumPy view of that buffer (a C-contiguous array of the
+buffer's dtype and that shape, starting `byte` bytes into slot `slot`), calls op's registry
+implementation on them (for scan, while_loop and cond: the loop or branch run in Python
+around its nested Functions, each compiled on its own, as codegen/loops.host does), converts
+each result to its output's dtype as the interpreter does (`astype`, unsafe casting; a 0-d
+result is one element) and writes it into the output's buffer. Its inputs and outputs never
+overlap (the plan gives a group's outputs ranges its operands do not use). An IndexError it
+raises gets the op's file:line, as the interpreter's does. A renderer never sees a Host.
 """
 
 from __future__ import annotations
@@ -121,3 +133,10 @@ def walk(stmts):
         yield s
         if isinstance(s, Loop):
             yield from walk(s.body)
+
+
+@dataclass(frozen=True, eq=False)
+class Host:
+    op: object                  # the IR op (ir.values.Op) whose implementation runs
+    inputs: tuple               # (Buffer, shape) per operand, in op.inputs' order
+    outputs: tuple              # (Buffer, shape) per result, in op.outputs' order

