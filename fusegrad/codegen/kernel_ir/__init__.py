@@ -9,6 +9,7 @@ memory plan, before any text exists, and rendered through a table (llvm.py) to L
     build.py    each op category as kernel IR; folds.py cumsum, cumprod, argmax, argmin
     host.py     host steps: ops run in Python between compiled parts (linalg, sorts, special
                 functions, control flow around its compiled bodies)
+    control.py  a scan as a compiled loop of the same program
     llvm.py     the LLVM renderer; run.py compiles it with llvmlite and calls it
 
 `covers(fn)` says whether every op of fn has a form here, or names the first that has not.
@@ -20,7 +21,8 @@ from ...ir.primitives import PRIMITIVES
 from ...passes.schedule import SMALL_DOT_K
 from .build import GATHERS, REDUCTIONS, SHAPES, build
 from .folds import FOLDS
-from .host import is_host
+from .control import compiles
+from .host import COMPILED
 from .nodes import DTYPES
 from .plan import Plan
 
@@ -40,14 +42,23 @@ def covers(fn) -> str | None:
     return None
 
 
+def covers_op(op, loops: bool = False) -> bool:
+    """Whether the kernel IR has a form of op (with loops: a compiled one, no host step)."""
+    from .. import cblas
+    if loops and PRIMITIVES[op.prim].category == "host" and op.prim not in COMPILED \
+            and not compiles(op):
+        return False
+    return _lacks(op, cblas.BITS) is None
+
+
 def _lacks(op, blas_bits) -> str | None:
     if any(v.dtype not in DTYPES for v in (*op.inputs, *op.outputs)):
         return "a value of another dtype"
-    if is_host(op):
+    entry = PRIMITIVES[op.prim]
+    if entry.category == "host":        # a host step, or a scan compiled as a loop
         return None
     if len(op.outputs) != 1:
         return "an op of several results"
-    entry = PRIMITIVES[op.prim]
     if entry.category == "elementwise":
         if entry.scalar is None:
             return "no scalar rule in its registry entry"

@@ -121,9 +121,7 @@ def build(fn, plan: Plan | None = None) -> tuple:
     printed = value_names(fn)
     for ops in plan.groups:
         k = Kernel(names, errors)
-        if is_host(ops[0]):
-            build_host(k, plan, ops)
-        elif ops[0].out.type.size:
+        if len(ops[0].outputs) != 1 or ops[0].out.type.size:
             _GROUP[_kind(ops[0])](k, plan, ops)
         lines = [f"{format_op(op, printed).strip()}   ; {op.loc or '?'}" for op in ops]
         k.body.insert(0, Note("\n".join(lines)))
@@ -134,6 +132,8 @@ def build(fn, plan: Plan | None = None) -> tuple:
 
 
 def _kind(op) -> str:
+    if is_host(op):
+        return "host"
     if is_elementwise(op):
         return "elementwise"
     for kind, prims in (("shape", SHAPES), ("reduce", REDUCTIONS), ("gather", GATHERS)):
@@ -299,7 +299,8 @@ def _matmul(k, plan, ops):
         k.nest(tuple(batch), call)
 
 
-from .folds import FOLDS  # noqa: E402 - folds.py builds on the helpers above
+from .control import build_scan  # noqa: E402 - control.py and folds.py build on the above
+from .folds import FOLDS  # noqa: E402
 
 _GROUP = {"elementwise": _elementwise, "shape": _shape, "reduce": _reduce, "gather": _gather,
-          "matmul": _matmul, **FOLDS}
+          "matmul": _matmul, **FOLDS, "host": build_host, "scan": build_scan}
