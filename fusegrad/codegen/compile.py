@@ -39,7 +39,7 @@ from ..ir.evaluate import apply, eval_function
 from ..runtime.signature import log_compile
 from .. import version
 from . import kernel_ir, loops, nests, straight, straight_loops
-from .choose import GLUE_MAX_ELEMENTS, GLUE_MAX_OPS, choose, glue_only  # noqa: F401
+from .choose import GLUE_MAX_ELEMENTS, GLUE_MAX_OPS, choose, glue_only, numba_free  # noqa: F401
 from .buffers import Stack
 
 # Numba itself (0.6 s to import), and the modules that need it, are imported where a function is
@@ -259,8 +259,10 @@ def without_numba(ir) -> bool:
     straight_loops.py): then compiling in the caller's thread is fast, and a child process
     would only repeat it (those modules are not cached on disk)."""
     path, _ = choose(ir)
-    if path in ("straight", "nests", "kernel_ir"):
+    if path in ("straight", "nests"):
         return True
+    if path == "kernel_ir":
+        return numba_free(ir)
     return path == "glue" and all(
         op.prim == "scan" and straight_loops.supports(op.params["body"], op.params["num_consts"],
                                                       op.params["num_carry"])

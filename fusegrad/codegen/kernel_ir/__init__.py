@@ -22,7 +22,7 @@ from ...passes.schedule import SMALL_DOT_K
 from .build import GATHERS, REDUCTIONS, SHAPES, build
 from .folds import FOLDS
 from .control import compiles
-from .host import COMPILED
+from .host import COMPILED, is_host
 from .nodes import DTYPES
 from .plan import Plan
 
@@ -89,4 +89,4 @@ def compile_kernel_ir(fn, compile_fn=None):
     return compile_program(program, plan, nests.DATA_OFFSET, compile_fn)
 
 
-__all__ = ["covers", "compile_kernel_ir", "build", "Plan"]
+__all__ = ["covers", "covers_op", "compile_kernel_ir", "build", "is_host", "Plan"]

@@ -147,6 +147,8 @@ def _work(ops) -> int:
     if op.prim == "matmul":
         k = op.inputs[0].shape[-1]
         return op.out.type.size * k if k <= SMALL_DOT_K else 0
+    if _kind(op) == "scan":
+        return op.params["length"] * sum(_work([o]) for o in op.params["body"].ops)
     return sum(max(v.type.size for v in (*o.inputs, *o.outputs)) for o in ops)
 
 
