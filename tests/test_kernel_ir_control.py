@@ -182,3 +182,106 @@ def test_a_float32_scan_with_a_gather_raises_at_the_users_line():
     with pytest.raises(IndexError, match=r"index 4 is out of bounds for axis 0 with size 4 "
                                          r"\(at model.py:7\)"):
         run(args)
+
+
+def test_nested_scans_compile_as_nested_loops():
+    inner = scan_fn(3, reverse=True)
+    b = Builder("outer_step")
+    t = TensorType("f64", (3,))
+    w, tab, a = b.param(t, "w"), b.param(TensorType("f64", (4,)), "table"), b.param(t, "a")
+    xs = b.param(TensorType("f64", (3, 3)), "xs")
+    fa, fb, ys = b.add("scan", [w, tab, a, a, xs], dict(inner.ops[0].params))
+    step = b.build([b.add1("add", [fa, fb]), ys])
+    b = Builder("outer")
+    w_, tab_, a0 = b.param(t, "w"), b.param(TensorType("f64", (4,)), "table"), b.param(t, "a0")
+    xss = b.param(TensorType("f64", (2, 3, 3)), "xss")
+    outs = b.add("scan", [w_, tab_, a0, xss], {"body": step, "length": 2, "reverse": False,
+                                               "num_consts": 2, "num_carry": 1})
+    fn = b.build(list(outs))
+    program, _ = build(fn)
+    assert not any(isinstance(s, Host) for g in program.groups for s in g)
+    run_both(fn, [RNG.standard_normal(3), RNG.standard_normal(4), RNG.standard_normal(3),
+                  RNG.standard_normal((2, 3, 3))], exact=False)
+
+
+# -- through fg.jit: the choice, while_loop and cond as host steps, errors ------------------
+
+def loop_and_branch(x, n):
+    """A while_loop of n steps (0 included) on float32 values, then a cond on their sum."""
+    i, v = fg.lax.while_loop(lambda c: c[0] < n, lambda c: (c[0] + 1, c[1] * 1.5 + 1.0),
+                             (0, x))
+    w = fg.lax.cond(np.sum(v) > 0, lambda v: v * 2.0, lambda v: np.tanh(v) - 1.0, v)
+    return i, w
+
+
+def loop_and_branch_python(x, n):
+    i, v = 0, x
+    while i < n:
+        i, v = i + 1, v * np.float32(1.5) + np.float32(1.0)
+    return i, (v * np.float32(2.0) if np.sum(v) > 0 else np.tanh(v) - np.float32(1.0))
+
+
+@pytest.mark.parametrize("n,sign", [(0, 1.0), (0, -1.0), (3, 1.0), (2, -1.0)])
+def test_while_loops_of_zero_steps_and_both_branches_of_a_cond(n, sign, capsys, monkeypatch):
+    monkeypatch.setenv("FUSEGRAD_LOG", "compile")
+    x = (sign * (np.abs(RNG.standard_normal(3)) + 8.0)).astype(np.float32)
+    jitted = fg.jit(loop_and_branch, backend="numba", tiered=False)
+    got = jitted(x, n)
+    ir = jitted.lower(x, n).ir
+    assert choose(ir)[0] == "kernel_ir"
+    program, _ = build(ir)
+    assert {s.op.prim for g in program.groups for s in g if isinstance(s, Host)} == \
+        {"while_loop", "cond"}
+    assert "choose loop_and_branch: kernel_ir" in capsys.readouterr().err
+    for g, w in zip(got, fg.jit(loop_and_branch, backend="interp")(x, n), strict=True):
+        assert g.dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=4e-6)         # mathlib's tanh, within 2 ulp
+    want = loop_and_branch_python(x, n)
+    assert int(got[0]) == want[0]
+    np.testing.assert_allclose(got[1], want[1], rtol=4e-6)
+
+
+def scan_with_a_host_step(x, xs):
+    """A float32 scan whose body sorts: the scan is a host step, its body compiled alone."""
+    def step(c, row):
+        s = np.sort(row + c)
+        return c + s[-1], s
+    return fg.lax.scan(step, x, xs)
+
+
+def test_a_scan_whose_body_needs_a_host_step_is_a_host_step_of_several_results():
+    x, xs = np.float32(0.5), RNG.standard_normal((4, 3)).astype(np.float32)
+    jitted = fg.jit(scan_with_a_host_step, backend="numba", tiered=False)
+    ir = jitted.lower(x, xs).ir
+    assert choose(ir)[0] == "kernel_ir"
+    program, _ = build(ir)
+    hosts = [s for g in program.groups for s in g if isinstance(s, Host)]
+    assert [h.op.prim for h in hosts] == ["scan"] and len(hosts[0].outputs) == 2
+    got, want = jitted(x, xs), fg.jit(scan_with_a_host_step, backend="interp")(x, xs)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
+
+
+def emissions(table, obs):
+    """A scan reading table[obs[t]] each step: an index op inside a compiled loop."""
+    def step(total, o):
+        e = table[o]
+        return total + e * e, e
+    return fg.lax.scan(step, 0.0, obs)
+
+
+def test_a_gather_out_of_range_inside_a_scan_raises_with_the_users_line():
+    table, obs = RNG.standard_normal(5), np.array([0, 4, -5, 2])
+    jitted = fg.jit(fg.value_and_grad(lambda t, o: emissions(t, o)[0]), backend="numba",
+                    tiered=False)
+    ir = jitted.lower(table, obs).ir
+    assert choose(ir) == ("kernel_ir", "control flow of integer indexing (take), its loops "
+                                       "compiled in LLVM")
+    value, grad = jitted(table, obs)
+    want_value, want_grad = fg.jit(fg.value_and_grad(lambda t, o: emissions(t, o)[0]),
+                                   backend="interp")(table, obs)
+    np.testing.assert_allclose(value, want_value, rtol=1e-14)
+    np.testing.assert_allclose(grad, want_grad, rtol=1e-14)
+    with pytest.raises(IndexError, match=r"index 5 is out of bounds for axis 0 with size 5 "
+                                         r"\(at test_kernel_ir_control.py:\d+\)"):
+        jitted(table, np.array([0, 5, 1, 1]))

@@ -23,6 +23,9 @@ from ..ir.control import nested
 from . import kernel_ir, loops, nests, straight, straight_loops
 
 KERNEL_IR = os.environ.get("FUSEGRAD_KERNEL_IR", "1") != "0"
+# FUSEGRAD_KERNEL_IR=all: every program (and scan body) the kernel IR covers compiles there,
+# the f64 ones the other paths take today included: for testing and measuring it on them.
+EVERYTHING = os.environ.get("FUSEGRAD_KERNEL_IR", "1") == "all"
 # A function of control flow and at most this much glue around it runs the glue on the
 # interpreter: the RNN of benchmarks/compile_time.py has 10 glue ops (fills, two sums), which
 # NumPy runs in 63 us a call (of 1.04 ms) and Numba took 1.8 s to compile (kernels, segments).
@@ -43,6 +46,8 @@ _INDEX_OPS = {"take", "take_along_axis", "scatter_add", "scatter_add_along_axis"
 def choose(ir, scan=None, nests_ok: bool = True) -> tuple:
     """(path, reason) for compiling ir (a scan body when scan is (num_consts, num_carry))."""
     special = _needs_numba_today(ir)
+    if EVERYTHING and KERNEL_IR and kernel_ir.covers(ir) is None:
+        return "kernel_ir", "every program the kernel IR covers (FUSEGRAD_KERNEL_IR=all)"
     if scan is not None:
         if straight_loops.supports(ir, *scan):
             return "straight_scan", "a scan body of small f64 arrays"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import struct
 
-from .nodes import Alu, Gemm, Load, Loop, Note, Raise, Reg, Store
+from .nodes import Alu, Gemm, Host, Load, Loop, Note, Raise, Reg, Store
 
 LL = {"f32": "float", "f64": "double", "i64": "i64", "i32": "i32", "bool": "i1"}
 MEM = {**LL, "bool": "i8"}
@@ -199,8 +199,12 @@ def _note(part, s):
     part.lines += [f"  ; {line}" for line in s.text.splitlines()]
 
 
+def _host(part, s):
+    raise TypeError(f"a host step ({s.op.prim}) is not LLVM: run.py splits the entry at it")
+
+
 _RENDER = {Alu: lambda part, s: part.emit(f"{s.out.name} = {alu(s)}"), Load: _load,
-           Store: _store, Loop: _loop, Raise: _raise, Gemm: _gemm, Note: _note}
+           Store: _store, Loop: _loop, Raise: _raise, Gemm: _gemm, Note: _note, Host: _host}
 
 
 def function(name: str, groups: list, names, data_offset: int, internal: bool) -> str:
