@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 
+from ...ir.control import nested
 from ...ir.primitives import PRIMITIVES
 from ...ir.printer import format_op, value_names
 from ...passes.schedule import SMALL_DOT_K
@@ -147,8 +148,9 @@ def _work(ops) -> int:
     if op.prim == "matmul":
         k = op.inputs[0].shape[-1]
         return op.out.type.size * k if k <= SMALL_DOT_K else 0
-    if _kind(op) == "scan":
-        return op.params["length"] * sum(_work([o]) for o in op.params["body"].ops)
+    if _kind(op) in CONTROL:
+        return op.params.get("length", 1) * sum(_work([o]) for _, f in nested(op)
+                                                 for o in f.ops)
     return sum(max(v.type.size for v in (*o.inputs, *o.outputs)) for o in ops)
 
 
@@ -301,8 +303,9 @@ def _matmul(k, plan, ops):
         k.nest(tuple(batch), call)
 
 
-from .control import build_scan  # noqa: E402 - control.py and folds.py build on the above
+from .control import CONTROL  # noqa: E402 - control.py and folds.py build on the above
 from .folds import FOLDS  # noqa: E402
 
 _GROUP = {"elementwise": _elementwise, "shape": _shape, "reduce": _reduce, "gather": _gather,
-          "matmul": _matmul, **FOLDS, "host": build_host, "scan": build_scan}
+          "matmul": _matmul, **FOLDS, "host": build_host,
+          **CONTROL}

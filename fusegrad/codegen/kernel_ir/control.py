@@ -1,26 +1,28 @@
-"""A scan (fori_loop with static bounds is one) as a compiled loop of the same program.
+"""Control flow compiled in place: a scan (fori_loop with static bounds is one) as a Loop,
+a while_loop as a While, a cond as an If, all in the enclosing program.
 
-The body Function is built on its own (build.build, its own Plan) and its statements are
-moved into one Loop over the steps, with every buffer and register renamed into the enclosing
-program:
+Each nested Function is built on its own (build.build, its own Plan) and its statements are
+moved into the enclosing group, every buffer and register renamed (`_embed`):
 
-    the body's arena        a region of the enclosing arena, after everything the plan placed
+    its arena               a region of the enclosing arena, after everything the plan placed
     its constants           more constants of the enclosing table
-    consts c...             the scan operands' own buffers
-    carries k...            two regions each, trading places: step i reads region i & 1 and
+    consts, operands        the op's operands' own buffers
+    carries k...            two regions each, trading places: trip i reads region i & 1 and
                             writes region 1 - (i & 1), so a result that aliases its own or
                             another carry is never overwritten before it is read (the rule
                             codegen/loops.py follows with Numba); the initial carries are
-                            copied into region 0 before the loop, the final ones out of
-                            region length & 1 after it
+                            copied into region 0 first, the final ones out of the region the
+                            trip count picks (a scan's length; a while_loop counts its trips
+                            in an i64 cell of the arena, and its cond writes a bool cell)
     xs[i], ys[i]            the stacked operand and result, one more affine term in the step
                             (position length - 1 - i with `reverse`)
+    a cond's results        the op's outputs, written by the branch taken
 
-A body result that is not in its own buffer (a param, a constant, a value another result
-holds) is copied into place after the body's statements. Registers get a suffix per scan, so
-nested scans compile too; the body's errors (an index out of bounds, with the user's
-file:line) are the enclosing program's. A scan whose body has a host step stays a host step
-(host.py: the loop in Python around the compiled body).
+A result that is not in its own buffer (a param, a constant, a value another result holds)
+is copied into place after the Function's statements. Registers get a suffix per embedding,
+so nested control flow compiles too; the nested errors (an index out of bounds, with the
+user's file:line) are the enclosing program's. Control flow whose Functions need a host step
+stays a host step (host.py: the loop in Python around bodies compiled on their own).
 """
 
 from __future__ import annotations
@@ -29,65 +31,131 @@ import dataclasses
 import itertools
 import math
 
-from .nodes import ITEMSIZE, Alu, Buffer, Const, Gemm, Index, Load, Loop, Raise, Reg, Store
+from ...ir.control import nested
+from .nodes import (ITEMSIZE, Alu, Buffer, Const, Gemm, If, Index, Load, Loop, Raise, Reg,
+                    Store, While)
 
-_SCANS = itertools.count()
+_COUNT = itertools.count()
+LOOPS = ("scan", "while_loop", "cond")
 
 
 def compiles(op) -> bool:
-    """Whether a scan compiles as a loop: its body (and nested bodies) without host steps."""
+    """Whether a scan, while_loop or cond compiles in place: every op its Functions hold has
+    a compiled form (no host step, nested control flow included)."""
     from . import covers_op
-    return op.prim == "scan" and all(covers_op(o, loops=True) for o in op.params["body"].ops)
+    return op.prim in LOOPS and all(covers_op(o, loops=True) for _, fn in nested(op)
+                                    for o in fn.ops)
 
 
-def build_scan(k, plan, ops):
+def _embed(k, plan, fn, params, results):
+    """fn's statements appended where k builds, its param j read from params[j] and its result
+    j written to results[j] ((Buffer, Index) each); returns nothing."""
     from .build import build
     from .plan import Plan
-    (op,) = ops
-    p = op.params
-    body, length, nc, nk = p["body"], p["length"], p["num_consts"], p["num_carry"]
-    program, bplan = build(body, Plan(body))
-    consts, inits, xs = op.inputs[:nc], op.inputs[nc:nc + nk], op.inputs[nc + nk:]
-    finals, ys = op.outputs[:nk], op.outputs[nk:]
-    base = _grow(plan, bplan.arena)
+    program, bplan = build(fn, Plan(fn))
+    where = _Where(bplan, _grow(plan, bplan.arena),
+                   1 + len(plan.fn.params) + len(plan.fn.results) + len(plan.consts))
+    plan.consts.extend(bplan.consts)
+    for j, at in enumerate(params):
+        where.places[1 + j] = at
+    owned = [bplan.result_slot.get(bplan.of(r)) == j for j, r in enumerate(fn.results)]
+    for j, at in enumerate(results):
+        if owned[j]:
+            where.places[1 + len(fn.params) + j] = at
+    suffix, errors = f".s{next(_COUNT)}", len(k.errors)
+    k.errors.extend(program.errors)
+    for stmts in program.groups:
+        k.b.out.extend(_moved(s, where, suffix, errors) for s in stmts)
+    for j, r in enumerate(fn.results):          # results not in a buffer of their own
+        if not owned[j]:
+            _copy(k, r.type.size, *where.of(bplan.where[bplan.of(r)], Index()), *results[j])
+
+
+def _regions(k, plan, inits):
+    """Two regions of the arena for each carry, the initial values copied into the first."""
     regions = [_grow(plan, 2 * _bytes(v)) for v in inits]
     for v, at in zip(inits, regions):
         _copy(k, v.type.size, plan.buffer(v), Index(), Buffer(0, at, v.dtype), Index())
-    const_slot = 1 + len(plan.fn.params) + len(plan.fn.results) + len(plan.consts)
-    plan.consts.extend(bplan.consts)
+    return regions
+
+
+def _carries(inits, regions, parity) -> list:
+    """Where each carry is in the region `parity` (a register) picks."""
+    return [(Buffer(0, at, v.dtype), Index(0, ((parity, v.type.size),)))
+            for v, at in zip(inits, regions)]
+
+
+def _finals(k, plan, inits, regions, outs, parity):
+    """The final carries, from the region `parity` (a register or a constant 0 / 1)."""
+    for v, at, out in zip(inits, regions, outs):
+        src = Index(parity * v.type.size) if isinstance(parity, int) else \
+            Index(0, ((parity, v.type.size),))
+        _copy(k, v.type.size, Buffer(0, at, v.dtype), src, plan.buffer(out), Index())
+
+
+def build_scan(k, plan, ops):
+    (op,) = ops
+    p = op.params
+    body, length, nc, nk = p["body"], p["length"], p["num_consts"], p["num_carry"]
+    consts, inits, xs = op.inputs[:nc], op.inputs[nc:nc + nk], op.inputs[nc + nk:]
+    regions = _regions(k, plan, inits)
     if length:
-        i = Reg(f"%scan{next(_SCANS)}", "i64")
-        loop = Loop(i, length)
+        loop = Loop(Reg(f"%scan{next(_COUNT)}", "i64"), length)
         outer, k.b.out = k.b.out, loop.body
-        cur = k.b.and_(i, 1)
-        nxt = k.b.sub(1, cur)
-        pos = Index(length - 1, ((i, -1),)) if p["reverse"] else Index(0, ((i, 1),))
-        where = _Where(bplan, base, const_slot, len(body.params) + len(body.results))
-        for j, v in enumerate(consts):
-            where.param(j, plan.buffer(v), Index())
-        for j, v in enumerate(inits):
-            where.param(nc + j, Buffer(0, regions[j], v.dtype), Index(0, ((cur, v.type.size),)))
-        for j, v in enumerate(xs):
-            where.param(nc + nk + j, plan.buffer(v), _scaled(pos, math.prod(v.shape[1:])))
-        out_at = [(Buffer(0, regions[j], v.dtype), Index(0, ((nxt, v.type.size),)))
-                  for j, v in enumerate(inits)]
-        out_at += [(plan.buffer(v), _scaled(pos, math.prod(v.shape[1:]))) for v in ys]
-        for j, r in enumerate(body.results):
-            if bplan.result_slot.get(bplan.of(r)) == j:
-                where.result(j, *out_at[j])
-        suffix, errors = f".s{next(_SCANS)}", len(k.errors)
-        k.errors.extend(program.errors)
-        for stmts in program.groups:
-            k.b.out.extend(_moved(s, where, suffix, errors) for s in stmts)
-        for j, r in enumerate(body.results):      # results not in their own buffer
-            if bplan.result_slot.get(bplan.of(r)) != j:
-                src, at = where.of(bplan.where[bplan.of(r)], Index())
-                _copy(k, r.type.size, src, at, *out_at[j], suffix=suffix)
+        cur = k.b.and_(loop.var, 1)
+        pos = Index(length - 1, ((loop.var, -1),)) if p["reverse"] else \
+            Index(0, ((loop.var, 1),))
+        rows = [(plan.buffer(v), _scaled(pos, math.prod(v.shape[1:])))
+                for v in (*xs, *op.outputs[nk:])]
+        _embed(k, plan, body, [(plan.buffer(v), Index()) for v in consts] +
+               _carries(inits, regions, cur) + rows[:len(xs)],
+               _carries(inits, regions, k.b.sub(1, cur)) + rows[len(xs):])
         k.b.out = outer
         outer.append(loop)
-    for v, at, out in zip(inits, regions, finals):
-        _copy(k, v.type.size, Buffer(0, at, v.dtype), Index(length % 2 * v.type.size),
-              plan.buffer(out), Index())
+    _finals(k, plan, inits, regions, op.outputs[:nk], length % 2)
+
+
+def build_while(k, plan, ops):
+    """A while_loop: the trip count in an i64 cell picks the carries' region, as for scan."""
+    (op,) = ops
+    p = op.params
+    ncc, nbc = p["cond_nconsts"], p["body_nconsts"]
+    cc, bc, inits = op.inputs[:ncc], op.inputs[ncc:ncc + nbc], op.inputs[ncc + nbc:]
+    regions = _regions(k, plan, inits)
+    cell = (Buffer(0, _grow(plan, 8), "i64"), Index())
+    flag = (Buffer(0, _grow(plan, 1), "bool"), Index())
+    k.store(*cell, Const(0, "i64"))
+    outer = k.b.out
+    k.b.out = test = []
+    trips = k.load(*cell)
+    cur = k.b.and_(trips, 1)
+    _embed(k, plan, p["cond"], [(plan.buffer(v), Index()) for v in cc] +
+           _carries(inits, regions, cur), [flag])
+    loop = While(test, k.load(*flag))
+    k.b.out = loop.body
+    _embed(k, plan, p["body"], [(plan.buffer(v), Index()) for v in bc] +
+           _carries(inits, regions, cur), _carries(inits, regions, k.b.sub(1, cur)))
+    k.store(*cell, k.b.add(trips, 1))
+    k.b.out = outer
+    outer.append(loop)
+    _finals(k, plan, inits, regions, op.outputs, k.b.and_(k.load(*cell), 1))
+
+
+def build_cond(k, plan, ops):
+    """A cond: each branch built in place, the predicate read from its bool buffer."""
+    (op,) = ops
+    pred, *operands = op.inputs
+    branch = If(k.load(plan.buffer(pred), Index()))
+    outer = k.b.out
+    for key, body in (("true_branch", branch.then), ("false_branch", branch.orelse)):
+        k.b.out = body
+        _embed(k, plan, op.params[key], [(plan.buffer(v), Index()) for v in operands],
+               [(plan.buffer(v), Index()) for v in op.outputs])
+    k.b.out = outer
+    outer.append(branch)
+
+
+CONTROL = {"scan": build_scan, "while_loop": build_while, "cond": build_cond}
 
 
 def _bytes(v) -> int:
@@ -105,7 +173,7 @@ def _scaled(pos: Index, row: int) -> Index:
     return Index(pos.offset * row, tuple((r, s * row) for r, s in pos.terms))
 
 
-def _copy(k, size, src, src_at, dst, dst_at, suffix=""):
+def _copy(k, size, src, src_at, dst, dst_at):
     """dst[dst_at + e] = src[src_at + e] for e < size."""
     if size == 0:
         return
@@ -117,27 +185,20 @@ def _copy(k, size, src, src_at, dst, dst_at, suffix=""):
 
 
 class _Where:
-    """The enclosing (Buffer, Index) of each body buffer: slot and byte -> place."""
+    """The enclosing (Buffer, Index) of each buffer of an embedded Function: its arena a
+    region at `base`, its constants from slot `const_slot` on, params and results `places`."""
 
-    def __init__(self, bplan, base, const_slot, first_const):
-        self.bplan, self.base, self.places = bplan, base, {}
-        self.const_slot, self.first_const = const_slot, first_const
-
-    def param(self, j, buf, index):
-        self.places[self.bplan.where[self.bplan.fn.params[j]].slot] = (buf, index)
-
-    def result(self, j, buf, index):
-        self.places[1 + len(self.bplan.fn.params) + j] = (buf, index)
+    def __init__(self, bplan, base, const_slot):
+        self.base, self.const_slot, self.places = base, const_slot, {}
+        self.first_const = 1 + len(bplan.fn.params) + len(bplan.fn.results)
 
     def of(self, buf, index) -> tuple:
         if buf.slot == 0:
             return Buffer(0, self.base + buf.byte, buf.dtype), index
-        if buf.slot >= self.first_const + 1:
-            return Buffer(self.const_slot + buf.slot - self.first_const - 1, buf.byte,
+        if buf.slot >= self.first_const:
+            return Buffer(self.const_slot + buf.slot - self.first_const, buf.byte,
                           buf.dtype), index
         outer, extra = self.places[buf.slot]
-        scale = ITEMSIZE[outer.dtype] // ITEMSIZE[buf.dtype] if outer.dtype != buf.dtype else 1
-        assert scale == 1, "a body buffer is typed as its place"
         return Buffer(outer.slot, outer.byte + buf.byte, buf.dtype), \
             index.plus(extra.offset, extra.terms)
 
@@ -167,7 +228,12 @@ def _moved(s, where, suffix, errors):
                     [_moved(t, where, suffix, errors) for t in s.body])
     if isinstance(s, Gemm):
         return dataclasses.replace(s, a=place(*s.a), b=place(*s.b), c=place(*s.c))
+    if isinstance(s, If):
+        return If(_reg(s.cond, suffix), [_moved(t, where, suffix, errors) for t in s.then],
+                  [_moved(t, where, suffix, errors) for t in s.orelse])
+    if isinstance(s, While):
+        return While([_moved(t, where, suffix, errors) for t in s.test], _reg(s.cond, suffix),
+                     [_moved(t, where, suffix, errors) for t in s.body])
     return s                                    # Note
 
 
-__all__ = ["build_scan", "compiles", "Const"]
