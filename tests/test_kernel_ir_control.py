@@ -285,3 +285,13 @@ def test_a_gather_out_of_range_inside_a_scan_raises_with_the_users_line():
     with pytest.raises(IndexError, match=r"index 5 is out of bounds for axis 0 with size 5 "
                                          r"\(at test_kernel_ir_control.py:\d+\)"):
         jitted(table, np.array([0, 5, 1, 1]))
+
+
+def test_a_host_step_with_an_empty_result_still_runs():
+    b = Builder("rz_empty")
+    x = b.param(TensorType("f64", (2,)), "x")
+    fn = b.build([b.add1("require_zero", [x], {"shape": (0,), "message": "not zero"})])
+    run, _ = compile_kernel_ir(fn)
+    with pytest.raises(NotImplementedError, match="not zero"):
+        run([np.ones(2)])
+    assert run([np.zeros(2)])[0].shape == (0,)

@@ -122,7 +122,7 @@ def build(fn, plan: Plan | None = None) -> tuple:
     printed = value_names(fn)
     for ops in plan.groups:
         k = Kernel(names, errors)
-        if len(ops[0].outputs) != 1 or ops[0].out.type.size:
+        if len(ops[0].outputs) != 1 or ops[0].out.type.size or _kind(ops[0]) in _STEPS:
             _GROUP[_kind(ops[0])](k, plan, ops)
         lines = [f"{format_op(op, printed).strip()}   ; {op.loc or '?'}" for op in ops]
         k.body.insert(0, Note("\n".join(lines)))
@@ -307,5 +307,5 @@ from .control import CONTROL  # noqa: E402 - control.py and folds.py build on th
 from .folds import FOLDS  # noqa: E402
 
 _GROUP = {"elementwise": _elementwise, "shape": _shape, "reduce": _reduce, "gather": _gather,
-          "matmul": _matmul, **FOLDS, "host": build_host,
-          **CONTROL}
+          "matmul": _matmul, **FOLDS, "host": build_host, **CONTROL}
+_STEPS = ("host", *CONTROL)     # built even when their results are empty: they may raise

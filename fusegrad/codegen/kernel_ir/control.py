@@ -163,7 +163,7 @@ def _bytes(v) -> int:
 
 
 def _grow(plan, size: int) -> int:
-    """size bytes at the end of the enclosing arena (64-byte aligned), for this scan alone."""
+    """size bytes at the end of the enclosing arena (64-byte aligned), for one op alone."""
     at = -(-plan.arena // 64) * 64
     plan.arena = at + size
     return at
