@@ -227,7 +227,8 @@ def _compile_nests(ir) -> Executable:
 
 def _compile_kernel_ir(ir) -> Executable:
     """The kernel IR rendered to LLVM (kernel_ir/), no Numba."""
-    return _compile_llvm(ir, kernel_ir.compile_kernel_ir, "kernel_ir", "kernel IR")
+    return _compile_llvm(ir, lambda ir: kernel_ir.compile_kernel_ir(ir, compile_numba),
+                         "kernel_ir", "kernel IR")
 
 
 _LLVM_PATHS = {"straight": lambda ir, scan: _compile_straight(ir),

@@ -31,27 +31,17 @@ import dataclasses
 import itertools
 import math
 
-from ...ir.control import nested
+from .build import build
 from .nodes import (ITEMSIZE, Alu, Buffer, Const, Gemm, If, Index, Load, Loop, Raise, Reg,
                     Store, While)
+from .plan import Plan
 
 _COUNT = itertools.count()
-LOOPS = ("scan", "while_loop", "cond")
-
-
-def compiles(op) -> bool:
-    """Whether a scan, while_loop or cond compiles in place: every op its Functions hold has
-    a compiled form (no host step, nested control flow included)."""
-    from . import covers_op
-    return op.prim in LOOPS and all(covers_op(o, loops=True) for _, fn in nested(op)
-                                    for o in fn.ops)
 
 
 def _embed(k, plan, fn, params, results):
     """fn's statements appended where k builds, its param j read from params[j] and its result
     j written to results[j] ((Buffer, Index) each); returns nothing."""
-    from .build import build
-    from .plan import Plan
     program, bplan = build(fn, Plan(fn))
     where = _Where(bplan, _grow(plan, bplan.arena),
                    1 + len(plan.fn.params) + len(plan.fn.results) + len(plan.consts))

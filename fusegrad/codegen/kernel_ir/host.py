@@ -15,21 +15,9 @@ import math
 import numpy as np
 
 from ...ir.evaluate import apply
-from ...ir.primitives import PRIMITIVES
 from .nodes import ITEMSIZE, Host
 
 NP = {"f32": np.float32, "f64": np.float64, "i64": np.int64, "bool": np.bool_}
-
-
-def is_host(op) -> bool:
-    """Whether op runs as a host step: the registry's host category, but cumprod and the
-    scans that compile as loops (control.py)."""
-    from .control import compiles
-    return PRIMITIVES[op.prim].category == "host" and op.prim not in COMPILED and \
-        not compiles(op)
-
-
-COMPILED = {"cumprod"}          # host-category prims the kernel IR compiles (scans.py)
 
 
 def build_host(k, plan, ops):
