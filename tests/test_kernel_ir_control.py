@@ -11,7 +11,7 @@ import pytest
 import fusegrad as fg
 from fusegrad.codegen.choose import choose
 from fusegrad.codegen.kernel_ir import build, compile_kernel_ir, covers
-from fusegrad.codegen.kernel_ir.nodes import Host, If, While, walk
+from fusegrad.codegen.kernel_ir.nodes import Host, If, Loop, While, walk
 from fusegrad.codegen.kernel_ir.run import steps
 from fusegrad.ir import Builder, TensorType
 from fusegrad.runtime.interpreter import eval_function
@@ -295,3 +295,30 @@ def test_a_host_step_with_an_empty_result_still_runs():
     with pytest.raises(NotImplementedError, match="not zero"):
         run([np.ones(2)])
     assert run([np.zeros(2)])[0].shape == (0,)
+
+
+def rnn(w, u, h0, xs):
+    def step(h, x):
+        h = np.tanh(w @ h + u @ x)
+        return h, np.sum(h * h)
+    h, ys = fg.lax.scan(step, h0, xs, reverse=True)
+    return np.sum(h) + np.sum(ys * ys)
+
+
+def test_every_covered_program_goes_to_the_kernel_ir_when_asked(monkeypatch):
+    """FUSEGRAD_KERNEL_IR=all: an f64 RNN's gradient (glue and LLVM scan loops otherwise)
+    compiles as one kernel-IR program, its two scans compiled loops, with interp's values."""
+    monkeypatch.setattr("fusegrad.codegen.choose.EVERYTHING", True)
+    args = (0.4 * RNG.standard_normal((4, 4)), 0.4 * RNG.standard_normal((4, 2)),
+            RNG.standard_normal(4), RNG.standard_normal((5, 2)))
+    vg = fg.value_and_grad(rnn, argnums=(0, 1, 2))
+    jitted = fg.jit(vg, backend="numba", tiered=False)
+    ir = jitted.lower(*args).ir
+    assert choose(ir)[0] == "kernel_ir" and covers(ir) is None
+    program, _ = build(ir)
+    assert sum(isinstance(s, Loop) and s.var.name.startswith("%scan") for g in program.groups
+               for s in walk(g)) == 2
+    (value, grads), (want, want_grads) = jitted(*args), fg.jit(vg, backend="interp")(*args)
+    np.testing.assert_allclose(value, want, rtol=1e-13)
+    for g, w in zip(grads, want_grads, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-15)
