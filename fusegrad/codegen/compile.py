@@ -260,10 +260,8 @@ def without_numba(ir) -> bool:
     straight_loops.py): then compiling in the caller's thread is fast, and a child process
     would only repeat it (those modules are not cached on disk)."""
     path, _ = choose(ir)
-    if path in ("straight", "nests"):
-        return True
-    if path == "kernel_ir":
-        return numba_free(ir)
+    if path in ("straight", "nests", "kernel_ir"):
+        return path != "kernel_ir" or numba_free(ir)
     return path == "glue" and all(
         op.prim == "scan" and straight_loops.supports(op.params["body"], op.params["num_consts"],
                                                       op.params["num_carry"])
