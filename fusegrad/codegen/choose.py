@@ -6,7 +6,9 @@ the compile worker ask for.
     glue            control flow compiled, a little glue around it on the interpreter
     nests           f64 LLVM loop nests (nests.py), where its cost model prefers them
     kernel_ir       the kernel IR (kernel_ir/): float32, int64 and index ops (gathers,
-                    scatters) that Numba would take seconds to compile
+                    scatters), in the program or its loops' bodies, that Numba would take
+                    seconds to compile; host steps and control flow included (a scan a
+                    compiled loop, while_loop and cond host steps around compiled bodies)
     numba           generated Numba source, for everything else
 
 `choose` returns (path, reason); compile_numba logs both under FUSEGRAD_LOG=compile.
@@ -17,9 +19,13 @@ from __future__ import annotations
 
 import os
 
+from ..ir.control import nested
 from . import kernel_ir, loops, nests, straight, straight_loops
 
 KERNEL_IR = os.environ.get("FUSEGRAD_KERNEL_IR", "1") != "0"
+# FUSEGRAD_KERNEL_IR=all: every program (and scan body) the kernel IR covers compiles there,
+# the f64 ones the other paths take today included: for testing and measuring it on them.
+EVERYTHING = os.environ.get("FUSEGRAD_KERNEL_IR", "1") == "all"
 # A function of control flow and at most this much glue around it runs the glue on the
 # interpreter: the RNN of benchmarks/compile_time.py has 10 glue ops (fills, two sums), which
 # NumPy runs in 63 us a call (of 1.04 ms) and Numba took 1.8 s to compile (kernels, segments).
@@ -39,19 +45,28 @@ _INDEX_OPS = {"take", "take_along_axis", "scatter_add", "scatter_add_along_axis"
 
 def choose(ir, scan=None, nests_ok: bool = True) -> tuple:
     """(path, reason) for compiling ir (a scan body when scan is (num_consts, num_carry))."""
+    special = _needs_numba_today(ir)
+    if EVERYTHING and KERNEL_IR and kernel_ir.covers(ir) is None:
+        return "kernel_ir", "every program the kernel IR covers (FUSEGRAD_KERNEL_IR=all)"
     if scan is not None:
         if straight_loops.supports(ir, *scan):
             return "straight_scan", "a scan body of small f64 arrays"
+        if special and KERNEL_IR and kernel_ir.covers(ir) is None:
+            return "kernel_ir", f"a scan body of {special}, run from Python each step"
         return "numba", "a scan body the LLVM scan loop does not take"
     if straight.supports(ir):
         return "straight", "a long function of scalars and small f64 arrays"
     if glue_only(ir):
+        # f64 control flow stays: its compiled loops (straight_loops.py) and glue on the
+        # interpreter compile faster than one kernel-IR program, or run as fast (the report of
+        # issue 24 has the measurements); bodies of other dtypes would take Numba seconds.
+        if special and KERNEL_IR and kernel_ir.covers(ir) is None:
+            return "kernel_ir", f"control flow of {special}, its loops compiled in LLVM"
         return "glue", "control flow with a little glue around it"
     if not nests_ok:
         return "numba", "the second tier: Numba's vectorized math"
     if nests.supports(ir) and nests.preferred(ir):
         return "nests", "f64 loop nests, preferred by their cost model"
-    special = _needs_numba_today(ir)
     if special is None:
         return "numba", "f64 only, where Numba's vectorized math or short calls win"
     if not KERNEL_IR:
@@ -63,10 +78,33 @@ def choose(ir, scan=None, nests_ok: bool = True) -> tuple:
 
 
 def _needs_numba_today(ir) -> str | None:
-    """What sends ir past the f64 paths: float32, int64 values, or an index op."""
-    for op in ir.ops:
+    """What sends ir past the f64 paths: float32, int64 values, or an index op, in ir or in
+    the Functions its control flow holds."""
+    ops = list(_all_ops(ir))
+    for op in ops:
         if op.prim in _INDEX_OPS:
             return f"integer indexing ({op.prim})"
-    values = [*ir.params, *(v for op in ir.ops for v in op.outputs)]
+    values = [*ir.params, *(v for op in ops for v in op.outputs)]
     dtypes = sorted({v.dtype for v in values} - {"f64", "bool"})
     return f"values of {', '.join(dtypes)}" if dtypes else None
+
+
+def _all_ops(ir):
+    for op in ir.ops:
+        yield op
+        for _, fn in nested(op):
+            yield from _all_ops(fn)
+
+
+def numba_free(ir) -> bool:
+    """Whether the kernel IR compiles ir without Numba: the Functions its host steps of
+    control flow hold (compiled on their own) take no Numba either."""
+    for op in ir.ops:
+        if op.prim in loops.HOSTS and kernel_ir.is_host(op):
+            scan = (op.params["num_consts"], op.params["num_carry"]) \
+                if op.prim == "scan" else None
+            for _, fn in nested(op):
+                path, _ = choose(fn, scan)
+                if path == "numba" or path in ("glue", "kernel_ir") and not numba_free(fn):
+                    return False
+    return True

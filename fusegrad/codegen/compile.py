@@ -39,7 +39,7 @@ from ..ir.evaluate import apply, eval_function
 from ..runtime.signature import log_compile
 from .. import version
 from . import kernel_ir, loops, nests, straight, straight_loops
-from .choose import GLUE_MAX_ELEMENTS, GLUE_MAX_OPS, choose, glue_only  # noqa: F401
+from .choose import GLUE_MAX_ELEMENTS, GLUE_MAX_OPS, choose, glue_only, numba_free  # noqa: F401
 from .buffers import Stack
 
 # Numba itself (0.6 s to import), and the modules that need it, are imported where a function is
@@ -227,7 +227,8 @@ def _compile_nests(ir) -> Executable:
 
 def _compile_kernel_ir(ir) -> Executable:
     """The kernel IR rendered to LLVM (kernel_ir/), no Numba."""
-    return _compile_llvm(ir, kernel_ir.compile_kernel_ir, "kernel_ir", "kernel IR")
+    return _compile_llvm(ir, lambda ir: kernel_ir.compile_kernel_ir(ir, compile_numba),
+                         "kernel_ir", "kernel IR")
 
 
 _LLVM_PATHS = {"straight": lambda ir, scan: _compile_straight(ir),
@@ -260,7 +261,7 @@ def without_numba(ir) -> bool:
     would only repeat it (those modules are not cached on disk)."""
     path, _ = choose(ir)
     if path in ("straight", "nests", "kernel_ir"):
-        return True
+        return path != "kernel_ir" or numba_free(ir)
     return path == "glue" and all(
         op.prim == "scan" and straight_loops.supports(op.params["body"], op.params["num_consts"],
                                                       op.params["num_carry"])

@@ -6,7 +6,11 @@ memory plan, before any text exists, and rendered through a table (llvm.py) to L
                 BLAS calls
     builder.py  the scalar builder a primitive's registry `scalar` rule is written over
     mathlib.py  codegen/mathlib.py's polynomial exp, log, tanh, logistic over the builder
-    build.py    each op category as kernel IR
+    build.py    each op category as kernel IR; folds.py cumsum, cumprod, argmax, argmin
+    host.py     host steps: ops run in Python between compiled parts (linalg, sorts, special
+                functions, control flow around its compiled bodies)
+    control.py  scan, while_loop and cond compiled in place
+    cover.py    which ops have a form here (`covers`), which run as host steps (`is_host`)
     llvm.py     the LLVM renderer; run.py compiles it with llvmlite and calls it
 
 `covers(fn)` says whether every op of fn has a form here, or names the first that has not.
@@ -14,62 +18,31 @@ memory plan, before any text exists, and rendered through a table (llvm.py) to L
 
 from __future__ import annotations
 
-from ...ir.primitives import PRIMITIVES
-from ...passes.schedule import SMALL_DOT_K
-from .build import GATHERS, REDUCTIONS, SHAPES, build
-from .nodes import DTYPES
+from ...ir.evaluate import eval_function
+from .build import build, register
+from .control import CONTROL
+from .cover import covers, covers_op, is_host, kind_of
+from .folds import FOLDS
+from .host import build_host
 from .plan import Plan
 
-_OTHER = {"reshape", "constant", "iota", "full", "matmul", *SHAPES, *REDUCTIONS, *GATHERS}
+register({**FOLDS, "host": build_host, **CONTROL}, kind_of)
 
-
-def covers(fn) -> str | None:
-    """None if the kernel IR compiles every op of fn, else why not (the first op it lacks)."""
-    from .. import cblas, nests
-    if nests.DATA_OFFSET is None:
-        return "the address of an array's data cannot be found"
-    for op in fn.ops:
-        why = _lacks(op, cblas.BITS)
-        if why:
-            return f"{op.prim} at {op.loc or '?'}: {why}"
-    return None
-
-
-def _lacks(op, blas_bits) -> str | None:
-    values = [*op.inputs, *op.outputs]
-    if len(op.outputs) != 1 or any(v.dtype not in DTYPES for v in values):
-        return "an op of several results or of another dtype"
-    entry = PRIMITIVES[op.prim]
-    if entry.category == "elementwise":
-        if entry.scalar is None:
-            return "no scalar rule in its registry entry"
-        if any(v.shape != op.out.shape for v in op.inputs):
-            return "operands of another shape"
-        return None
-    if op.prim not in _OTHER:
-        return "no kernel IR form"
-    if op.prim in REDUCTIONS and op.out.dtype not in ("f32", "f64", "i64"):
-        return "a reduction of bools"
-    if op.prim.startswith("scatter") and op.out.dtype == "bool":
-        return "a scatter of bools"
-    if op.prim == "matmul":
-        a, b = op.inputs
-        k = a.shape[-1]
-        if a.type.ndim < 2 or b.type.ndim != a.type.ndim or a.shape[:-2] != b.shape[:-2]:
-            return "a matmul of other ranks"
-        if k > SMALL_DOT_K and (op.out.dtype not in ("f32", "f64") or blas_bits is None):
-            return "a long matmul without a ?gemm"
-        if op.out.dtype == "bool":
-            return "a matmul of bools"
-    return None
-
-
-def compile_kernel_ir(fn):
-    """(run, LLVM text) for fn, which `covers`."""
+def compile_kernel_ir(fn, compile_fn=None):
+    """(run, LLVM text) for fn, which `covers`. compile_fn(fn, scan=None) compiles the nested
+    Functions of control flow that stays a host step (compile.py passes compile_numba, which
+    chooses their path); without it they run on the interpreter."""
     from .. import nests
     from .run import compile_program
     program, plan = build(fn, Plan(fn))
-    return compile_program(program, plan, nests.DATA_OFFSET)
+    return compile_program(program, plan, nests.DATA_OFFSET, compile_fn or _interpreted)
 
 
-__all__ = ["covers", "compile_kernel_ir", "build", "Plan"]
+def _interpreted(fn, scan=None):
+    def run(leaves):
+        return eval_function(fn, list(leaves))
+    run.loop = None
+    return run
+
+
+__all__ = ["covers", "covers_op", "compile_kernel_ir", "build", "is_host", "Plan"]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 
+from ...ir.control import nested
 from ...ir.primitives import PRIMITIVES
 from ...ir.printer import format_op, value_names
 from ...passes.schedule import SMALL_DOT_K
@@ -120,7 +121,7 @@ def build(fn, plan: Plan | None = None) -> tuple:
     printed = value_names(fn)
     for ops in plan.groups:
         k = Kernel(names, errors)
-        if ops[0].out.type.size:
+        if len(ops[0].outputs) != 1 or ops[0].out.type.size or _kind(ops[0]) in _STEPS:
             _GROUP[_kind(ops[0])](k, plan, ops)
         lines = [f"{format_op(op, printed).strip()}   ; {op.loc or '?'}" for op in ops]
         k.body.insert(0, Note("\n".join(lines)))
@@ -131,6 +132,10 @@ def build(fn, plan: Plan | None = None) -> tuple:
 
 
 def _kind(op) -> str:
+    for kind_of in _KIND_OF:
+        kind = kind_of(op)
+        if kind:
+            return kind
     if is_elementwise(op):
         return "elementwise"
     for kind, prims in (("shape", SHAPES), ("reduce", REDUCTIONS), ("gather", GATHERS)):
@@ -144,7 +149,10 @@ def _work(ops) -> int:
     if op.prim == "matmul":
         k = op.inputs[0].shape[-1]
         return op.out.type.size * k if k <= SMALL_DOT_K else 0
-    return sum(max(v.type.size for v in (*o.inputs, o.out)) for o in ops)
+    if nested(op):
+        return op.params.get("length", 1) * sum(_work([o]) for _, f in nested(op)
+                                                 for o in f.ops)
+    return sum(max(v.type.size for v in (*o.inputs, *o.outputs)) for o in ops)
 
 
 def _elementwise(k, plan, ops):
@@ -260,9 +268,9 @@ def _gather(k, plan, ops):
         big_at = affine(index[:axis] + index[axis + width:], others).plus(
             terms=((j, bs[axis]),))
         small_at = affine(index, strides(small))
-        if scatter:
-            k.store(dst, big_at, k.b.add(k.load(dst, big_at), k.load(plan.buffer(data),
-                                                                     small_at)))
+        if scatter:         # np.add.at of bools is a logical or
+            add = k.b.or_ if out.dtype == "bool" else k.b.add
+            k.store(dst, big_at, add(k.load(dst, big_at), k.load(plan.buffer(data), small_at)))
         else:
             k.store(dst, small_at, k.load(plan.buffer(data), big_at))
     if math.prod(small):
@@ -298,3 +306,13 @@ def _matmul(k, plan, ops):
 
 _GROUP = {"elementwise": _elementwise, "shape": _shape, "reduce": _reduce, "gather": _gather,
           "matmul": _matmul}
+_KIND_OF: list = []
+_STEPS = ("host", "scan", "while_loop", "cond")     # built even when their results are empty:
+                                                    # they may raise
+
+
+def register(groups: dict, kind_of):
+    """More kinds of group (folds.py, host.py, control.py: kernel_ir/__init__ registers them,
+    so this module imports none of them), and a function naming an op's kind first."""
+    _GROUP.update(groups)
+    _KIND_OF.append(kind_of)

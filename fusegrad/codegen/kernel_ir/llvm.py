@@ -3,8 +3,9 @@
 Each group becomes lines of one function `i64 @part(ptr arrays, ptr status)`; a part holds
 consecutive groups up to PART_LINES lines and returns 0, or a Raise's error number after
 storing the value it quotes in status[0]. Loops count with phi nodes (extents are known, so
-a loop runs at least once or is not there); an element's address is its buffer's base (an
-array's data pointer, loaded once per part, plus the byte offset) and the index's terms.
+a loop runs at least once or is not there), If and While branch between blocks; an
+element's address is its buffer's base (an array's data pointer, loaded once per part, plus
+the byte offset) and the index's terms.
 Memory holds f32, f64, i64 and bool as i8; registers hold bool as i1. No fast-math flags:
 fma is the explicit llvm.fma, so every optimization level gives the same bits.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import struct
 
-from .nodes import Alu, Gemm, Load, Loop, Note, Raise, Reg, Store
+from .nodes import Alu, Gemm, Host, If, Load, Loop, Note, Raise, Reg, Store, While
 
 LL = {"f32": "float", "f64": "double", "i64": "i64", "i32": "i32", "bool": "i1"}
 MEM = {**LL, "bool": "i8"}
@@ -201,8 +202,40 @@ def _note(part, s):
     part.lines += [f"  ; {line}" for line in s.text.splitlines()]
 
 
+def _if(part, s):
+    then, orelse, end = (part.fresh(stem)[1:] for stem in ("then", "else", "end"))
+    part.emit(f"br i1 {literal(s.cond)}, label %{then}, label %{orelse}")
+    for label, body in ((then, s.then), (orelse, s.orelse)):
+        part.lines.append(f"{label}:")
+        part.current = label
+        part.render(body)
+        part.emit(f"br label %{end}")
+    part.lines.append(f"{end}:")
+    part.current = end
+
+
+def _while(part, s):
+    head, body, done = (part.fresh(stem)[1:] for stem in ("test", "trip", "done"))
+    part.emit(f"br label %{head}")
+    part.lines.append(f"{head}:")
+    part.current = head
+    part.render(s.test)
+    part.emit(f"br i1 {literal(s.cond)}, label %{body}, label %{done}")
+    part.lines.append(f"{body}:")
+    part.current = body
+    part.render(s.body)
+    part.emit(f"br label %{head}")
+    part.lines.append(f"{done}:")
+    part.current = done
+
+
+def _host(part, s):
+    raise TypeError(f"a host step ({s.op.prim}) is not LLVM: run.py splits the entry at it")
+
+
 _RENDER = {Alu: lambda part, s: part.emit(f"{s.out.name} = {alu(s)}"), Load: _load,
-           Store: _store, Loop: _loop, Raise: _raise, Gemm: _gemm, Note: _note}
+           Store: _store, Loop: _loop, Raise: _raise, Gemm: _gemm, Note: _note, Host: _host,
+           If: _if, While: _while}
 
 
 def function(name: str, groups: list, names, data_offset: int, internal: bool) -> str:

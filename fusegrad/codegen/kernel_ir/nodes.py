@@ -9,6 +9,9 @@ A program is a list of groups, each a list of statements run in order by one fun
     Raise(cond, error, value)   stop the call with error number `error` if cond holds
     Gemm(dtype, m, n, k, a, b, c)   c = a @ b (row-major, contiguous), NumPy's own ?gemm
     Note(text)                  the IR equation and the user's file:line a group computes
+    Host(op, inputs, outputs)   a step run in Python between compiled parts (host.py)
+    If(cond, then, orelse)      if cond: then else: orelse        (cond a bool register)
+    While(test, cond, body)     while True: test; if not cond: break; body
 
 A `Buffer` is where an array lives: slot `slot` of the table of arrays the entry takes, `byte`
 bytes in, holding `dtype` elements. An `Index` is affine: offset + sum(reg * stride) over i64
@@ -16,6 +19,23 @@ registers (loop counters, or indices a gather loaded: the one non-affine part, c
 its bounds once per index array by a `Raise` loop before use). Registers are SSA: `Reg` names
 are unique within a group, and a `Const` is a literal of a dtype. Scalar ops (`Alu.op`) are a
 small fixed set (builder.py lists them); the renderers are tables over it.
+
+A `Host` is a group of its own and splits the entry: the runner calls the compiled parts
+before it, then the step, then the parts after, all on the same table of arrays. The step
+reads each input (Buffer, shape) as a NumPy view of that buffer (a C-contiguous array of the
+buffer's dtype and that shape, starting `byte` bytes into slot `slot`), calls op's registry
+implementation on them (for scan, while_loop and cond: the loop or branch run in Python
+around its nested Functions, each compiled on its own, as codegen/loops.host does), converts
+each result to its output's dtype as the interpreter does (`astype`, unsafe casting; a 0-d
+result is one element) and writes it into the output's buffer. Its inputs and outputs never
+overlap (the plan gives a group's outputs ranges its operands do not use). An IndexError it
+raises gets the op's file:line, as the interpreter's does. A renderer never sees a Host.
+
+`If` and `While` are control flow inside a group (control.py builds cond and while_loop with
+them): their bodies are lists of statements like a Loop's. No register crosses from one run
+of a body to the next, nor out of a body: values that live on are in buffers, as with Loop.
+`While.test` runs first on every trip, defining `cond` (bool); the body runs while it holds,
+and registers the test defines may be read by the body of the same trip.
 """
 
 from __future__ import annotations
@@ -116,8 +136,40 @@ class Program:
 
 
 def walk(stmts):
-    """Every statement, loops' bodies included, in order."""
+    """Every statement, the bodies of loops and branches included, in order."""
     for s in stmts:
         yield s
-        if isinstance(s, Loop):
-            yield from walk(s.body)
+        for body in bodies(s):
+            yield from walk(body)
+
+
+def bodies(s) -> tuple:
+    """The statement lists a statement holds."""
+    if isinstance(s, Loop):
+        return (s.body,)
+    if isinstance(s, If):
+        return (s.then, s.orelse)
+    if isinstance(s, While):
+        return (s.test, s.body)
+    return ()
+
+
+@dataclass(frozen=True, eq=False)
+class Host:
+    op: object                  # the IR op (ir.values.Op) whose implementation runs
+    inputs: tuple               # (Buffer, shape) per operand, in op.inputs' order
+    outputs: tuple              # (Buffer, shape) per result, in op.outputs' order
+
+
+@dataclass
+class If:
+    cond: Reg                   # bool
+    then: list = field(default_factory=list)
+    orelse: list = field(default_factory=list)
+
+
+@dataclass
+class While:
+    test: list                  # statements run first on every trip, defining cond
+    cond: Reg                   # bool: run body (and test again) while it holds
+    body: list = field(default_factory=list)

@@ -1,8 +1,9 @@
 """The one memory plan of the kernel IR: which ops share a loop, and where each value lives.
 
 Ops run in program order. A run of elementwise ops of one size is one group (one flat loop,
-its intermediate values registers); every other op is a group of its own. A value needs a
-buffer unless every use is an elementwise op of its own group. Buffers are the entry's table
+its intermediate values registers); every other op is a group of its own (an op of several
+results, a host step, has a buffer per result). A value needs a buffer unless every use is
+an elementwise op of its own group. Buffers are the entry's table
 of arrays: [arena, params..., results..., constants...]; the arena is bytes, where a value's
 range (64-byte aligned) is taken before its group runs and given back after its last use, so
 no group writes over what it reads. reshape, and convert to the same dtype, are another name
@@ -60,7 +61,8 @@ class Plan:
                 last.append(op)
             else:
                 self.groups.append([op])
-            group_of[op.out] = len(self.groups) - 1
+            for out in op.outputs:
+                group_of[out] = len(self.groups) - 1
         return group_of
 
     def _stored(self, group_of) -> tuple:
@@ -68,7 +70,7 @@ class Plan:
         for g, ops in enumerate(self.groups):
             for op in ops:
                 if not is_elementwise(op):
-                    stored.add(op.out)
+                    stored.update(op.outputs)
                 for v in op.inputs:
                     r = self.of(v)
                     last_use[r] = g
@@ -97,11 +99,12 @@ class Plan:
                 slot += 1
         free = FreeList()
         for g, ops in enumerate(self.groups):
-            for op in ops:          # outputs first: a group never writes over its operands
-                if op.out in stored and op.out not in self.where:
-                    self.where[op.out] = Buffer(0, free.take(_bytes(op.out)), op.out.dtype)
+            outs = [out for op in ops for out in op.outputs]
+            for out in outs:        # outputs first: a group never writes over its operands
+                if out in stored and out not in self.where:
+                    self.where[out] = Buffer(0, free.take(_bytes(out)), out.dtype)
             done = {self.of(v) for op in ops for v in op.inputs if last_use.get(self.of(v)) == g}
-            done.update(op.out for op in ops if op.out not in last_use)
+            done.update(out for out in outs if out not in last_use)
             for r in done:
                 if r in self.where and self.where[r].slot == 0:
                     free.give(self.where[r].byte, _bytes(r))

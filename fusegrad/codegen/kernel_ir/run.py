@@ -5,7 +5,9 @@ pipeline for this CPU with its loop vectorizer; the rest, often thousands of sho
 an unrolled program, are compiled at level 0 with FastISel, linear in their length (as
 nests.py does, and for the same measured reasons). The entry takes the table of the array
 objects themselves ([arena, params..., results..., constants...]) and an int64 status cell,
-and returns 0 or the number of the error a Raise met; the runner raises it.
+and returns 0 or the number of the error a Raise met; the runner raises it. Host steps
+(nodes.Host) split the program: each run of groups between them is an entry of its own, and
+the runner calls entries and host steps (host.py) in order on the same table of arrays.
 """
 
 from __future__ import annotations
@@ -19,15 +21,31 @@ import numpy as np
 from .. import straight
 from ..templates import empty, poison_on
 from . import llvm as render
-from .nodes import Loop, walk
+from . import host
+from .nodes import Host, Loop, walk
 
 HOT_ELEMENTS = 1024
 HOT_LOOPS = 32
 _COUNT = itertools.count()
 
 
+def steps(program) -> list:
+    """The program split at its host steps: lists of group indices (one compiled entry each)
+    and the Host nodes between them, in order."""
+    out: list = []
+    for g, stmts in enumerate(program.groups):
+        host = next((s for s in stmts if isinstance(s, Host)), None)
+        if host is not None:
+            out.append(host)
+        elif out and isinstance(out[-1], list):
+            out[-1].append(g)
+        else:
+            out.append([g])
+    return out
+
+
 def source(program, data_offset: int, hot_loops: int = HOT_LOOPS) -> tuple:
-    """(hot text, cold text, hot function names, entry name)."""
+    """(hot text, cold text, hot function names, the entry name of each compiled step)."""
     prefix = f"kir{next(_COUNT)}"
     loops = [sum(isinstance(s, Loop) for s in walk(g)) for g in program.groups]
     hot, budget = set(), hot_loops
@@ -36,54 +54,79 @@ def source(program, data_offset: int, hot_loops: int = HOT_LOOPS) -> tuple:
             break
         hot.add(g)
         budget -= loops[g]
-    parts: list = []                 # (is hot, [group indices])
-    for g, stmts in enumerate(program.groups):
-        size = sum(1 for _ in walk(stmts))
-        if parts and parts[-1][0] == (g in hot) and parts[-1][2] + size < render.PART_LINES:
-            parts[-1][1].append(g)
-            parts[-1][2] += size
-        else:
-            parts.append([g in hot, [g], size])
     names, texts = itertools.count(), {True: [], False: []}
-    for k, (is_hot, gs, _) in enumerate(parts):
-        texts[is_hot].append(render.function(f"{prefix}_part{k}", [program.groups[g]
-                                                                   for g in gs],
-                                             names, data_offset, internal=not is_hot))
-        if is_hot:
-            texts[False].append(f"declare i64 @{prefix}_part{k}(ptr, ptr)")
-    entry = [f"define i64 @{prefix}_entry(ptr %arrays, ptr %status) nounwind {{", "entry:"]
-    for k in range(len(parts)):
-        entry += [f"  %r{k} = call i64 @{prefix}_part{k}(ptr %arrays, ptr %status)",
-                  f"  %f{k} = icmp ne i64 %r{k}, 0", f"  br i1 %f{k}, label %out{k}, "
-                  f"label %next{k}", f"out{k}:", f"  ret i64 %r{k}", f"next{k}:"]
-    texts[False].append("\n".join([*entry, "  ret i64 0", "}", ""]))
+    entries, hot_names, count = [], [], itertools.count()
+    for gs in (s for s in steps(program) if isinstance(s, list)):
+        parts: list = []                 # (is hot, [group indices], lines)
+        for g in gs:
+            size = sum(1 for _ in walk(program.groups[g]))
+            if parts and parts[-1][0] == (g in hot) and parts[-1][2] + size < render.PART_LINES:
+                parts[-1][1].append(g)
+                parts[-1][2] += size
+            else:
+                parts.append([g in hot, [g], size])
+        called = []
+        for is_hot, part, _ in parts:
+            name = f"{prefix}_part{next(count)}"
+            called.append(name)
+            texts[is_hot].append(render.function(name, [program.groups[g] for g in part],
+                                                 names, data_offset, internal=not is_hot))
+            if is_hot:
+                texts[False].append(f"declare i64 @{name}(ptr, ptr)")
+                hot_names.append(name)
+        entries.append(f"{prefix}_entry{len(entries)}")
+        texts[False].append(_entry(entries[-1], called))
     hot_text, cold_text = "\n\n".join(texts[True]), "\n\n".join(texts[False])
     hot_text = "\n".join([*render.declarations(hot_text), hot_text])
     cold_text = "\n".join([*render.declarations(cold_text), cold_text])
-    hot_names = [f"{prefix}_part{k}" for k, (is_hot, _, _) in enumerate(parts) if is_hot]
-    return hot_text, cold_text, hot_names, f"{prefix}_entry"
+    return hot_text, cold_text, hot_names, entries
 
 
-def compile_program(program, plan, data_offset: int):
-    """`run(leaves) -> list of arrays`, and the LLVM text."""
+def _entry(name: str, parts: list) -> str:
+    """An entry calling parts in order, returning the first error number one returns."""
+    lines = [f"define i64 @{name}(ptr %arrays, ptr %status) nounwind {{", "entry:"]
+    for k, part in enumerate(parts):
+        lines += [f"  %r{k} = call i64 @{part}(ptr %arrays, ptr %status)",
+                  f"  %f{k} = icmp ne i64 %r{k}, 0", f"  br i1 %f{k}, label %out{k}, "
+                  f"label %next{k}", f"out{k}:", f"  ret i64 %r{k}", f"next{k}:"]
+    return "\n".join([*lines, "  ret i64 0", "}", ""])
+
+
+def compile_program(program, plan, data_offset: int, compile_fn=None):
+    """`run(leaves) -> list of arrays`, and the LLVM text. compile_fn compiles the nested
+    Functions of host steps' control flow (codegen.compile.compile_numba)."""
     import llvmlite.binding as llvm
-    hot, cold, hot_names, entry_name = source(program, data_offset)
+    hot, cold, hot_names, entry_names = source(program, data_offset)
     if hot_names:
         for name, address in zip(hot_names, straight.machine_code(hot, hot_names, 2,
                                                                   vectorize="loops")):
             llvm.add_symbol(name, address)
-    address = straight.machine_code(cold, entry_name, 0, fast_isel=True)
-    text = (f"; fusegrad: @{program.name} as kernel IR (codegen/kernel_ir)\n{cold}"
+    addresses = iter(straight.machine_code(cold, entry_names, 0, fast_isel=True)
+                     if entry_names else ())
+    kind = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)
+    calls, hosts = [], []
+    for s in steps(program):
+        if isinstance(s, list):
+            calls.append(kind(next(addresses)))
+        else:
+            calls.append(host.step(s, compile_fn))
+            hosts.append(f"; host step {s.op.prim} at {s.op.loc or '?'} between compiled parts")
+    text = (f"; fusegrad: @{program.name} as kernel IR (codegen/kernel_ir)\n"
+            + "".join(line + "\n" for line in hosts) + cold
             + (f"\n; the longest loops, optimized:\n{hot}" if hot_names else ""))
-    entry = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p),
-                             ctypes.c_void_p)(address)
-    return _runner(entry, plan, program.errors), text
+    run = _runner(calls, plan, program.errors)
+    run.compiled = {k: v for c in calls for k, v in getattr(c, "compiled", {}).items()}
+    return run, text
 
 
-def _runner(cfunc, plan, errors):
-    """run(leaves): the entry called with the table of array objects; a result that is not
-    its own array (a param, a constant, another result, the arena) is copied out. Idle arenas
-    are reused by the next call."""
+python_function = type(lambda: None)
+
+
+def _runner(calls, plan, errors):
+    """run(leaves): the compiled entries (ctypes functions) and host steps (Python functions
+    of the table) called in order on the table of array objects; a result that is not its own
+    array (a param, a constant, another result, the arena) is copied out. Idle arenas are
+    reused by the next call."""
     poison = poison_on()
     fn = plan.fn
     consts = plan.consts
@@ -114,11 +157,16 @@ def _runner(cfunc, plan, errors):
         outs = [new(shape, np_dtype=dt) for shape, dt in results]
         arrays = [arena, *args, *outs, *consts]
         status = np.zeros(1, np.int64)
-        code = cfunc(table(*map(id, arrays)), status.ctypes.data)
-        arenas.append(arena)
-        if code:
-            kind, message = errors[code - 1]
-            raise kind(message.format(int(status[0])))
+        pointers, at = table(*map(id, arrays)), status.ctypes.data
+        try:
+            for call in calls:
+                code = call(arrays) if call.__class__ is python_function else \
+                    call(pointers, at)
+                if code:
+                    kind, message = errors[code - 1]
+                    raise kind(message.format(int(status[0])))
+        finally:
+            arenas.append(arena)
         for i, slot, byte, size, dt, shape in copies:
             a = arrays[slot]
             flat = a.view(np.uint8).reshape(-1) if slot == 0 else a.reshape(-1)

@@ -1,0 +1,82 @@
+"""Which ops the kernel IR has a form of: `covers(fn)` names the first op of fn it lacks;
+`is_host(op)` says which run as host steps (host.py) rather than compiled."""
+
+from __future__ import annotations
+
+from ...ir.control import nested
+from ...ir.primitives import PRIMITIVES
+from ...passes.schedule import SMALL_DOT_K
+from .build import GATHERS, REDUCTIONS, SHAPES
+from .folds import FOLDS
+from .nodes import DTYPES
+
+COMPILED = {"cumprod"}          # host-category prims the kernel IR compiles (folds.py)
+LOOPS = ("scan", "while_loop", "cond")      # compiled in place where they can (control.py)
+_OTHER = {"reshape", "constant", "iota", "full", "matmul", *SHAPES, *REDUCTIONS, *GATHERS,
+          *FOLDS}
+
+
+def covers(fn) -> str | None:
+    """None if the kernel IR compiles every op of fn, else why not (the first op it lacks)."""
+    from .. import cblas, nests
+    if nests.DATA_OFFSET is None:
+        return "the address of an array's data cannot be found"
+    for op in fn.ops:
+        why = _lacks(op, cblas.BITS)
+        if why:
+            return f"{op.prim} at {op.loc or '?'}: {why}"
+    return None
+
+
+def covers_op(op, loops: bool = False) -> bool:
+    """Whether the kernel IR has a form of op (with loops: a compiled one, no host step)."""
+    from .. import cblas
+    if loops and is_host(op):
+        return False
+    return _lacks(op, cblas.BITS) is None
+
+
+def _lacks(op, blas_bits) -> str | None:
+    if any(v.dtype not in DTYPES for v in (*op.inputs, *op.outputs)):
+        return "a value of another dtype"
+    entry = PRIMITIVES[op.prim]
+    if entry.category == "host":        # a host step, or a scan compiled as a loop
+        return None
+    if len(op.outputs) != 1:
+        return "an op of several results"
+    if entry.category == "elementwise":
+        if entry.scalar is None:
+            return "no scalar rule in its registry entry"
+        if any(v.shape != op.out.shape for v in op.inputs):
+            return "operands of another shape"
+        return None
+    if op.prim not in _OTHER:
+        return "no kernel IR form"
+    if op.prim in REDUCTIONS and op.out.dtype not in ("f32", "f64", "i64"):
+        return "a reduction of bools"
+    if op.prim == "matmul":
+        k = op.inputs[0].shape[-1]
+        if k > SMALL_DOT_K and (op.out.dtype not in ("f32", "f64") or blas_bits is None):
+            return "a long matmul without a ?gemm"
+        if op.out.dtype == "bool":
+            return "a matmul of bools"
+    return None
+
+
+def compiles(op) -> bool:
+    """Whether a scan, while_loop or cond compiles in place: every op its Functions hold has
+    a compiled form (no host step, nested control flow included)."""
+    return op.prim in LOOPS and all(covers_op(o, loops=True) for _, fn in nested(op)
+                                    for o in fn.ops)
+
+
+def is_host(op) -> bool:
+    """Whether op runs as a host step: the registry's host category, but cumprod and the
+    control flow that compiles in place."""
+    return PRIMITIVES[op.prim].category == "host" and op.prim not in COMPILED and \
+        not compiles(op)
+
+
+def kind_of(op) -> str | None:
+    """build.py's group kind for a host step."""
+    return "host" if is_host(op) else None
