@@ -10,7 +10,9 @@ call, and reports its peak RSS; the parent kills it past --limit seconds. Column
 (FUSEGRAD_TIERED=0: the whole compile before the first result), `tiered` (fusegrad's default:
 the first call runs on the interpreter, the second queues the compile on the compile worker;
 the child keeps calling until the compiled entry takes over, and reports when), `interp`, `jax`
-(jax.jit, where installed), `hand` (rnn_scan only: the RNN's value and gradient written by hand in Numba).
+(jax.jit, where installed), `kir` (fusegrad with FUSEGRAD_KERNEL_IR=all: every program the
+kernel IR covers compiled there), `hand` (rnn_scan only: the RNN's value and gradient written
+by hand in Numba).
 Every child checks its value against the plain NumPy program. The programs are written in
 plain NumPy, as users write them.
 """
@@ -39,7 +41,7 @@ PROGRAMS = {
     "mlp32": "float32 MLP 784-512-10 (batch 256, tanh) with integer labels: cross_entropy",
     "rnn_scan": "tanh RNN over 1 000 steps, hidden 16, written with fg.lax.scan / jax.lax.scan",
 }
-COLUMNS = ("fusegrad", "tiered", "interp", "jax", "hand")
+COLUMNS = ("fusegrad", "kir", "tiered", "interp", "jax", "hand")
 
 
 # -- the programs, in plain NumPy (np may be jax.numpy in the jax column) -------------------------
@@ -285,7 +287,9 @@ def run_child(name, column, limit):
         return {"error": "rnn_scan only"}
     cache = tempfile.mkdtemp(prefix="fg-cold-")
     env = dict(os.environ, FUSEGRAD_CACHE_DIR=cache, NUMBA_CACHE_DIR=cache,
-               FUSEGRAD_TIERED="1" if column == "tiered" else "0")
+               FUSEGRAD_TIERED="1" if column == "tiered" else "0",
+               FUSEGRAD_KERNEL_IR="all" if column == "kir" else
+               os.environ.get("FUSEGRAD_KERNEL_IR", "1"))
     cmd = [sys.executable, __file__, "--child", name, column]
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=limit)

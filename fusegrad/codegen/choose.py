@@ -6,7 +6,8 @@ the compile worker ask for.
     glue            control flow compiled, a little glue around it on the interpreter
     nests           f64 LLVM loop nests (nests.py), where its cost model prefers them
     kernel_ir       the kernel IR (kernel_ir/): float32, int64 and index ops (gathers,
-                    scatters) that Numba would take seconds to compile
+                    scatters) that Numba would take seconds to compile; every program it
+                    covers under FUSEGRAD_KERNEL_IR=all (read on each call, for measuring)
     numba           generated Numba source, for everything else
 
 `choose` returns (path, reason); compile_numba logs both under FUSEGRAD_LOG=compile.
@@ -43,6 +44,9 @@ def choose(ir, scan=None, nests_ok: bool = True) -> tuple:
         if straight_loops.supports(ir, *scan):
             return "straight_scan", "a scan body of small f64 arrays"
         return "numba", "a scan body the LLVM scan loop does not take"
+    if KERNEL_IR and os.environ.get("FUSEGRAD_KERNEL_IR") == "all" and \
+            kernel_ir.covers(ir) is None:
+        return "kernel_ir", "every program the kernel IR covers (FUSEGRAD_KERNEL_IR=all)"
     if straight.supports(ir):
         return "straight", "a long function of scalars and small f64 arrays"
     if glue_only(ir):
