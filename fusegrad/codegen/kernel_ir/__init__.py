@@ -7,6 +7,8 @@ memory plan, before any text exists, and rendered through a table (llvm.py) to L
     builder.py  the scalar builder a primitive's registry `scalar` rule is written over
     mathlib.py  codegen/mathlib.py's polynomial exp, log, tanh, logistic over the builder
     build.py    each op category as kernel IR
+    rewrite.py  rewrites of the IR to itself: accumulators in registers, sums in lanes,
+                parallel loops, small loops unrolled
     llvm.py     the LLVM renderer; run.py compiles it with llvmlite and calls it
 
 `covers(fn)` says whether every op of fn has a form here, or names the first that has not.
@@ -64,11 +66,14 @@ def _lacks(op, blas_bits) -> str | None:
     return None
 
 
-def compile_kernel_ir(fn):
-    """(run, LLVM text) for fn, which `covers`."""
+def compile_kernel_ir(fn, rewrite: bool = True):
+    """(run, LLVM text) for fn, which `covers`; rewrite=False skips rewrite.optimize."""
     from .. import nests
+    from .rewrite import optimize
     from .run import compile_program
     program, plan = build(fn, Plan(fn))
+    if rewrite:
+        optimize(program)
     return compile_program(program, plan, nests.DATA_OFFSET)
 
 

@@ -9,6 +9,8 @@ A program is a list of groups, each a list of statements run in order by one fun
     Raise(cond, error, value)   stop the call with error number `error` if cond holds
     Gemm(dtype, m, n, k, a, b, c)   c = a @ b (row-major, contiguous), NumPy's own ?gemm
     Note(text)                  the IR equation and the user's file:line a group computes
+    Get(out, var), Set(var, value)   read and write a scalar variable a loop carries (an
+                                accumulator, rewrite.py's), where registers are SSA
 
 A `Buffer` is where an array lives: slot `slot` of the table of arrays the entry takes, `byte`
 bytes in, holding `dtype` elements. An `Index` is affine: offset + sum(reg * stride) over i64
@@ -59,6 +61,7 @@ class Loop:
     var: Reg
     extent: int
     body: list = field(default_factory=list)
+    parallel: bool = False     # iterations write apart: any split of the range, same bits
 
 
 @dataclass(frozen=True)
@@ -113,6 +116,25 @@ class Program:
     notes: list                 # a group's Note text (its op and line)
     errors: list                # error number - 1 -> (exception class, message)
     work: list                  # about how many elements each group visits
+
+
+@dataclass(frozen=True)
+class Var:
+    """A scalar variable of a group: registers are SSA, a Var is written again in loops."""
+    name: str
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Get:
+    out: Reg
+    var: Var
+
+
+@dataclass(frozen=True)
+class Set:
+    var: Var
+    value: object               # Reg or Const
 
 
 def walk(stmts):

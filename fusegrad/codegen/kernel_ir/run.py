@@ -75,55 +75,58 @@ def compile_program(program, plan, data_offset: int):
     address = straight.machine_code(cold, entry_name, 0, fast_isel=True)
     text = (f"; fusegrad: @{program.name} as kernel IR (codegen/kernel_ir)\n{cold}"
             + (f"\n; the longest loops, optimized:\n{hot}" if hot_names else ""))
-    entry = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p),
-                             ctypes.c_void_p)(address)
+    entry = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p)(address)
     return _runner(entry, plan, program.errors), text
 
 
 def _runner(cfunc, plan, errors):
     """run(leaves): the entry called with the table of array objects; a result that is not
     its own array (a param, a constant, another result, the arena) is copied out. Idle arenas
-    are reused by the next call."""
+    are reused by the next call, each with its views of the results it holds."""
     poison = poison_on()
     fn = plan.fn
-    consts = plan.consts
     owned = {i: r for r, i in plan.result_slot.items()}
     results = [(r.shape, str(r.type.np_dtype)) for r in fn.results]
     params = [p.type.np_dtype for p in fn.params]
-    copies = []
+    copies = []                     # (result, slot, byte offset, size, dtype, shape)
     for i, r in enumerate(fn.results):
         root = plan.of(r)
         if owned.get(i) is not root:
             b = plan.where[root]
             copies.append((i, b.slot, b.byte, r.type.size, r.type.np_dtype, r.shape))
-    table = ctypes.c_void_p * (1 + len(fn.params) + len(results) + len(consts))
-    ascontiguous = np.ascontiguousarray
-    new = functools.partial(empty, poison=poison)
-    arena_size = plan.arena
+    from_arena = [c for c in copies if c[1] == 0]
+    elsewhere = [c for c in copies if c[1] != 0]
+    table = ctypes.c_void_p * (1 + len(fn.params) + len(results) + len(plan.consts))
+    consts = tuple(map(id, plan.consts))
+    keep = plan.consts              # the constants live as long as the runner
+    ascontiguous, byref, status_cell = np.ascontiguousarray, ctypes.byref, ctypes.c_int64
+    new = functools.partial(empty, poison=poison) if poison else \
+        (lambda shape, np_dtype: np.empty(shape, np_dtype))
     arenas = []
+
+    def arena_views():
+        arena = np.full(plan.arena, 0xFF, np.uint8) if poison else np.empty(plan.arena,
+                                                                            np.uint8)
+        return arena, [(i, arena[byte:byte + size * np.dtype(dt).itemsize].view(dt)
+                        .reshape(shape)) for i, _, byte, size, dt, shape in from_arena]
 
     def run(leaves):
         args = [ascontiguous(x, dt) for x, dt in zip(leaves, params)]
-        try:
-            arena = arenas.pop()
-            if poison:
-                arena.fill(0xFF)
-        except IndexError:
-            arena = np.full(arena_size, 0xFF, np.uint8) if poison else \
-                np.empty(arena_size, np.uint8)
+        arena, views = arenas.pop() if arenas else arena_views()
+        if poison:
+            arena.fill(0xFF)
         outs = [new(shape, np_dtype=dt) for shape, dt in results]
-        arrays = [arena, *args, *outs, *consts]
-        status = np.zeros(1, np.int64)
-        code = cfunc(table(*map(id, arrays)), status.ctypes.data)
-        arenas.append(arena)
+        status = status_cell(0)
+        code = cfunc(table(id(arena), *map(id, args), *map(id, outs), *consts), byref(status))
+        for i, view in views:
+            outs[i] = view.copy()
+        arenas.append((arena, views))
         if code:
             kind, message = errors[code - 1]
-            raise kind(message.format(int(status[0])))
-        for i, slot, byte, size, dt, shape in copies:
-            a = arrays[slot]
-            flat = a.view(np.uint8).reshape(-1) if slot == 0 else a.reshape(-1)
-            if slot == 0:
-                flat = flat[byte:byte + size * np.dtype(dt).itemsize].view(dt)
-            outs[i] = flat[:size].reshape(shape).copy()
+            raise kind(message.format(status.value))
+        if elsewhere:
+            arrays = [arena, *args, *outs, *keep]
+            for i, slot, _, size, _, shape in elsewhere:
+                outs[i] = arrays[slot].reshape(-1)[:size].reshape(shape).copy()
         return outs
     return run
