@@ -25,19 +25,25 @@ from __future__ import annotations
 from .nodes import Alu, Const, Gemm, Get, Index, Load, Loop, Note, Raise, Reg, Set, Store, Var
 from .nodes import walk
 
+BIG = 1024                  # elements a group visits: run.py's HOT_ELEMENTS
 LANES = {"f64": 8, "f32": 16, "i64": 8}
 PARALLEL_WORK = 1 << 16
 UNROLL_EXTENT = 16
-UNROLL_STATEMENTS = 192
+UNROLL_STATEMENTS = 64
 
 
 def optimize(program, threads: bool = True):
+    """The rewrites a group's size calls for: a big group (run.py compiles it with LLVM's
+    O2) gets accumulators, lanes and threads, a small one (compiled at O0) is unrolled."""
     names = iter(range(1 << 62))            # Vars are named apart across the whole program
     for g, stmts in enumerate(program.groups):
-        stmts = lanes(accumulate(stmts, names))
-        if threads and program.work[g] >= PARALLEL_WORK:
-            mark_parallel(stmts)
-        program.groups[g] = unroll(stmts, UNROLL_EXTENT, UNROLL_STATEMENTS)
+        if program.work[g] >= BIG:
+            stmts = lanes(accumulate(stmts, names))
+            if threads and program.work[g] >= PARALLEL_WORK:
+                mark_parallel(stmts)
+        else:
+            stmts = unroll(stmts, UNROLL_EXTENT, UNROLL_STATEMENTS)
+        program.groups[g] = stmts
     return program
 
 
