@@ -29,7 +29,7 @@ BIG = 1024                  # elements a group visits: run.py's HOT_ELEMENTS
 LANES = {"f64": 8, "f32": 16, "i64": 8}
 PARALLEL_WORK = 1 << 16
 UNROLL_EXTENT = 16
-UNROLL_STATEMENTS = 64
+UNROLL_STATEMENTS = 24
 
 
 def optimize(program, threads: bool = True):
@@ -139,6 +139,8 @@ def accumulate(stmts, names=None) -> list:
 
 
 def _carried(loop, names) -> list:
+    if any(isinstance(s, Gemm) for s in walk(loop.body)):
+        return [loop]                           # it writes memory without a Store
     inner = _defined(loop.body) | {loop.var}
     touched: dict = {}
     for s in walk(loop.body):
