@@ -27,7 +27,7 @@ from .nodes import walk
 
 BIG = 1024                  # elements a group visits: run.py's HOT_ELEMENTS
 LANES = {"f64": 8, "f32": 16, "i64": 8}
-PARALLEL_WORK = 1 << 16
+PARALLEL_WORK = 1 << 18
 UNROLL_EXTENT = 16
 UNROLL_STATEMENTS = 24
 
