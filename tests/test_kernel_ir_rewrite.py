@@ -123,15 +123,15 @@ def test_small_loops_are_unrolled_and_addresses_become_constants():
 
 
 def test_only_loops_whose_iterations_write_apart_are_parallel():
-    rows = rewritten(reduce_fn((300, 400), (1,)))[0]
-    columns = rewritten(reduce_fn((300, 400), (0,)))[0]
-    assert [s.extent for s in rows.groups[1] if isinstance(s, Loop) and s.parallel] == [300]
+    rows = rewritten(reduce_fn((600, 500), (1,)))[0]
+    columns = rewritten(reduce_fn((600, 500), (0,)))[0]
+    assert [s.extent for s in rows.groups[1] if isinstance(s, Loop) and s.parallel] == [600]
     assert not any(isinstance(s, Loop) and s.parallel for s in columns.groups[1])
     assert all(s.parallel for g in (rows, columns) for s in g.groups[0]
                if isinstance(s, Loop))                      # the elementwise loop
     b = Builder("scatter")
-    i = b.param(TensorType("i64", (70000,)), "i")
-    v = b.param(TensorType("f64", (70000,)), "v")
+    i = b.param(TensorType("i64", (300000,)), "i")
+    v = b.param(TensorType("f64", (300000,)), "v")
     fn = b.build([b.add1("scatter_add", [i, v], {"axis": 0, "shape": (9,)})])
     program, _ = build(fn, Plan(fn))
     optimize(program)
@@ -150,8 +150,8 @@ def _set_blas_threads():
 
 @pytest.mark.parametrize("dtype", ["f64", "f32"])
 def test_threads_give_the_serial_bits(dtype):
-    fn = reduce_fn((300, 411), (1,), dtype)
-    x = sample(dtype, (300, 411))
+    fn = reduce_fn((600, 511), (1,), dtype)
+    x = sample(dtype, (600, 511))
     threaded, serial = rewritten(fn), rewritten(fn, threads=False)
     assert any(isinstance(s, Loop) and s.parallel for g in threaded[0].groups for s in g)
     compiled = compile_program(*threaded, nests.DATA_OFFSET)
