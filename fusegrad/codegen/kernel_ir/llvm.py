@@ -10,7 +10,8 @@ fma is the explicit llvm.fma, so every optimization level gives the same bits. A
 alloca of the function (LLVM's O2 keeps it in a register). A `parallel` loop becomes a task
 function with the C signature of OpenBLAS's level-1 routines, handed to its thread pool
 through pool.py's `blas_level1_thread` (or called once, for the whole range, when OpenBLAS may
-use one thread now); each part runs its iterations as the serial loop would.
+use one thread now, or status[1], set by the runner, is 0); each part runs its iterations as
+the serial loop would.
 """
 
 from __future__ import annotations
@@ -215,11 +216,15 @@ def _parallel(part, s, mode: int):
     part.tasks += [*task.tasks, "\n".join([
         f"define internal i64 @{name}({_TASK_ARGS}) nounwind {{", "entry:",
         "  %arrays = inttoptr i64 %c to ptr", *_head(task, part.data_offset), *task.lines])]
-    threads, many, table = part.fresh("n"), part.fresh(), part.fresh()
+    threads, several, table = part.fresh("n"), part.fresh(), part.fresh()
+    cell, allowed, free, many = part.fresh(), part.fresh(), part.fresh(), part.fresh()
     pooled, alone, join = (part.fresh(stem)[1:] for stem in ("par", "ser", "join"))
     address = f"ptrtoint (ptr @{name} to i64)"
     part.emit(f"{threads} = call i32 @fusegrad_pool_threads()",
-              f"{many} = icmp sgt i32 {threads}, 1", f"{table} = ptrtoint ptr %arrays to i64",
+              f"{several} = icmp sgt i32 {threads}, 1",
+              f"{cell} = getelementptr i64, ptr %status, i64 1",     # the runner's say
+              f"{allowed} = load i64, ptr {cell}", f"{free} = icmp ne i64 {allowed}, 0",
+              f"{many} = and i1 {several}, {free}", f"{table} = ptrtoint ptr %arrays to i64",
               f"br i1 {many}, label %{pooled}, label %{alone}")
     part.lines.append(f"{pooled}:")
     part.emit(f"call i32 @fusegrad_pool_split(i32 {mode}, i64 {s.extent}, i64 0, i64 0, "

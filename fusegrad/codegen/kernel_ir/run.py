@@ -5,7 +5,11 @@ pipeline for this CPU with its loop vectorizer; the rest, often thousands of sho
 an unrolled program, are compiled at level 0 with FastISel, linear in their length (as
 nests.py does, and for the same measured reasons). The entry takes the table of the array
 objects themselves ([arena, params..., results..., constants...]) and an int64 status cell,
-and returns 0 or the number of the error a Raise met; the runner raises it.
+and returns 0 or the number of the error a Raise met; the runner raises it. status[1] says
+whether parallel loops may use OpenBLAS's threads on this call: only while the machine's load
+(os.getloadavg, over the last minute) leaves a core idle. A fork-join waits for its slowest part,
+and a part queued behind another process's timeslice costs milliseconds (W5 ran 2.3x slower on
+threads than serially on this 2-core machine under a load of 8); the bits are the same either way.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import itertools
+import os
 
 import numpy as np
 
@@ -76,10 +81,16 @@ def compile_program(program, plan, data_offset: int):
     text = (f"; fusegrad: @{program.name} as kernel IR (codegen/kernel_ir)\n{cold}"
             + (f"\n; the longest loops, optimized:\n{hot}" if hot_names else ""))
     entry = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p)(address)
-    return _runner(entry, plan, program.errors), text
+    threaded = any(isinstance(s, Loop) and s.parallel for g in program.groups for s in walk(g))
+    return _runner(entry, plan, program.errors, threaded), text
 
 
-def _runner(cfunc, plan, errors):
+def idle_core() -> bool:
+    """Whether the last minute's load leaves a core to spare for a second thread."""
+    return os.getloadavg()[0] < (os.cpu_count() or 1) - 0.5
+
+
+def _runner(cfunc, plan, errors, threaded=False):
     """run(leaves): the entry called with the table of array objects; a result that is not
     its own array (a param, a constant, another result, the arena) is copied out. Idle arenas
     are reused by the next call, each with its views of the results it holds."""
@@ -99,7 +110,7 @@ def _runner(cfunc, plan, errors):
     table = ctypes.c_void_p * (1 + len(fn.params) + len(results) + len(plan.consts))
     consts = tuple(map(id, plan.consts))
     keep = plan.consts              # the constants live as long as the runner
-    ascontiguous, byref, status_cell = np.ascontiguousarray, ctypes.byref, ctypes.c_int64
+    ascontiguous, byref, status_cells = np.ascontiguousarray, ctypes.byref, ctypes.c_int64 * 2
     new = functools.partial(empty, poison=poison) if poison else \
         (lambda shape, np_dtype: np.empty(shape, np_dtype))
     arenas = []
@@ -116,14 +127,14 @@ def _runner(cfunc, plan, errors):
         if poison:
             arena.fill(0xFF)
         outs = [new(shape, np_dtype=dt) for shape, dt in results]
-        status = status_cell(0)
+        status = status_cells(0, threaded and idle_core())
         code = cfunc(table(id(arena), *map(id, args), *map(id, outs), *consts), byref(status))
         for i, view in views:
             outs[i] = view.copy()
         arenas.append((arena, views))
         if code:
             kind, message = errors[code - 1]
-            raise kind(message.format(status.value))
+            raise kind(message.format(status[0]))
         if elsewhere:
             arrays = [arena, *args, *outs, *keep]
             for i, slot, _, size, _, shape in elsewhere:
