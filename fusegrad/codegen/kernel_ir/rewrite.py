@@ -270,8 +270,20 @@ def apart(loop) -> bool:
             if not _moves_apart(s.index, loop.var, extents):
                 return False
             stored.setdefault(_place(s.buf), set()).add(s.index)
+    if not _used(loop.body) <= _defined(loop.body) | {loop.var}:
+        return False            # a register from before the loop: a task function lacks it
     return all(s.index in stored[_place(s.buf)] for s in walk(loop.body)
                if isinstance(s, Load) and _place(s.buf) in stored)
+
+
+def _used(stmts) -> set:
+    out = set()
+    for s in walk(stmts):
+        values = list(getattr(s, "args", ())) + [getattr(s, n, None) for n in
+                                                 ("value", "cond")]
+        values += [r for r, _ in getattr(s, "index", Index()).terms]
+        out.update(v for v in values if isinstance(v, Reg))
+    return out
 
 
 def _moves_apart(index, var, extents) -> bool:
