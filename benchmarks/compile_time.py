@@ -10,7 +10,9 @@ call, and reports its peak RSS; the parent kills it past --limit seconds. Column
 (FUSEGRAD_TIERED=0: the whole compile before the first result), `tiered` (fusegrad's default:
 the first call runs on the interpreter, the second queues the compile on the compile worker;
 the child keeps calling until the compiled entry takes over, and reports when), `interp`, `jax`
-(jax.jit, where installed), `hand` (rnn_scan only: the RNN's value and gradient written by hand in Numba).
+(jax.jit, where installed), `kir` (fusegrad with FUSEGRAD_KERNEL_IR=all: every program the
+kernel IR covers compiled there), `hand` (rnn_scan only: the RNN's value and gradient written
+by hand in Numba).
 Every child checks its value against the plain NumPy program. The programs are written in
 plain NumPy, as users write them; gmm, mog_vi, gp and convnet (with SciPy) live in
 real_programs.py.
@@ -45,7 +47,7 @@ PROGRAMS = {
     "convnet": "LeNet-5 shape, batch 32 of 28x28: scipy.signal.convolve per filter, max pool",
 }
 REAL = ("gmm", "mog_vi", "gp", "convnet")     # benchmarks/real_programs.py
-COLUMNS = ("fusegrad", "tiered", "interp", "jax", "hand")
+COLUMNS = ("fusegrad", "kir", "tiered", "interp", "jax", "hand")
 
 
 # -- the programs, in plain NumPy (np may be jax.numpy in the jax column) -------------------------
@@ -295,7 +297,9 @@ def run_child(name, column, limit):
         return {"error": "rnn_scan only"}
     cache = tempfile.mkdtemp(prefix="fg-cold-")
     env = dict(os.environ, FUSEGRAD_CACHE_DIR=cache, NUMBA_CACHE_DIR=cache,
-               FUSEGRAD_TIERED="1" if column == "tiered" else "0")
+               FUSEGRAD_TIERED="1" if column == "tiered" else "0",
+               FUSEGRAD_KERNEL_IR="all" if column == "kir" else
+               os.environ.get("FUSEGRAD_KERNEL_IR", "1"))
     cmd = [sys.executable, __file__, "--child", name, column]
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=limit)

@@ -7,8 +7,8 @@ the compile worker ask for.
     nests           f64 LLVM loop nests (nests.py), where its cost model prefers them
     kernel_ir       the kernel IR (kernel_ir/): float32, int64 and index ops (gathers,
                     scatters), in the program or its loops' bodies, that Numba would take
-                    seconds to compile; host steps and control flow included (a scan a
-                    compiled loop, while_loop and cond host steps around compiled bodies)
+                    seconds to compile; host steps and control flow included; every program
+                    it covers under FUSEGRAD_KERNEL_IR=all (read on each call, for measuring)
     numba           generated Numba source, for everything else
 
 `choose` returns (path, reason); compile_numba logs both under FUSEGRAD_LOG=compile.
@@ -54,6 +54,9 @@ def choose(ir, scan=None, nests_ok: bool = True) -> tuple:
         if special and KERNEL_IR and kernel_ir.covers(ir) is None:
             return "kernel_ir", f"a scan body of {special}, run from Python each step"
         return "numba", "a scan body the LLVM scan loop does not take"
+    if KERNEL_IR and os.environ.get("FUSEGRAD_KERNEL_IR") == "all" and \
+            kernel_ir.covers(ir) is None:
+        return "kernel_ir", "every program the kernel IR covers (FUSEGRAD_KERNEL_IR=all)"
     if straight.supports(ir):
         return "straight", "a long function of scalars and small f64 arrays"
     if glue_only(ir):

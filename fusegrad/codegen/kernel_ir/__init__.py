@@ -11,6 +11,8 @@ memory plan, before any text exists, and rendered through a table (llvm.py) to L
                 functions, control flow around its compiled bodies)
     control.py  scan, while_loop and cond compiled in place
     cover.py    which ops have a form here (`covers`), which run as host steps (`is_host`)
+    rewrite.py  rewrites of the IR to itself: accumulators in registers, sums in lanes,
+                parallel loops, small loops unrolled
     llvm.py     the LLVM renderer; run.py compiles it with llvmlite and calls it
 
 `covers(fn)` says whether every op of fn has a form here, or names the first that has not.
@@ -28,14 +30,20 @@ from .plan import Plan
 
 register({**FOLDS, "host": build_host, **CONTROL}, kind_of)
 
-def compile_kernel_ir(fn, compile_fn=None):
+def compile_kernel_ir(fn, compile_fn=None, rewrite: bool = True):
     """(run, LLVM text) for fn, which `covers`. compile_fn(fn, scan=None) compiles the nested
     Functions of control flow that stays a host step (compile.py passes compile_numba, which
-    chooses their path); without it they run on the interpreter."""
+    chooses their path); without it they run on the interpreter. rewrite=False skips
+    rewrite.optimize."""
     from .. import nests
+    from .rewrite import optimize
     from .run import compile_program
     program, plan = build(fn, Plan(fn))
-    return compile_program(program, plan, nests.DATA_OFFSET, compile_fn or _interpreted)
+def compile_kernel_ir(fn, compile_fn=None, rewrite: bool = True):
+    """(run, LLVM text) for fn, which `covers`. compile_fn(fn, scan=None) compiles the nested
+    Functions of control flow that stays a host step (compile.py passes compile_numba, which
+    chooses their path); without it they run on the interpreter. rewrite=False skips
+    rewrite.optimize."""
 
 
 def _interpreted(fn, scan=None):

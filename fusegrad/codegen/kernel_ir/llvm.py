@@ -7,14 +7,23 @@ a loop runs at least once or is not there), If and While branch between blocks; 
 element's address is its buffer's base (an array's data pointer, loaded once per part, plus
 the byte offset) and the index's terms.
 Memory holds f32, f64, i64 and bool as i8; registers hold bool as i1. No fast-math flags:
-fma is the explicit llvm.fma, so every optimization level gives the same bits.
+fma is the explicit llvm.fma, so every optimization level gives the same bits. A Var is an
+alloca of the function (LLVM's O2 keeps it in a register). A `parallel` loop becomes a task
+function with the C signature of OpenBLAS's level-1 routines, handed to its thread pool
+through pool.py's `blas_level1_thread` (or called once, for the whole range, when OpenBLAS may
+use one thread now, or status[1], set by the runner, is 0); each part runs its iterations as
+the serial loop would.
 """
 
 from __future__ import annotations
 
 import struct
 
+<<<<<<< HEAD
 from .nodes import Alu, Gemm, Host, If, Load, Loop, Note, Raise, Reg, Store, While
+=======
+from .nodes import Alu, Gemm, Get, Load, Loop, Note, Raise, Reg, Set, Store
+>>>>>>> k-perf
 
 LL = {"f32": "float", "f64": "double", "i64": "i64", "i32": "i32", "bool": "i1"}
 MEM = {**LL, "bool": "i8"}
@@ -98,10 +107,14 @@ def alu(node: Alu) -> str:
 class Part:
     """The lines of one function: its blocks, the arrays it uses, fresh names."""
 
-    def __init__(self, names):
+    def __init__(self, names, name="part", data_offset=0):
         self.names = names
+        self.name = name
+        self.data_offset = data_offset
         self.lines: list = []
         self.slots: set = set()
+        self.vars: set = set()
+        self.tasks: list = []           # texts of the task functions of parallel loops
         self.current = "entry"
 
     def fresh(self, stem="t") -> str:
@@ -165,6 +178,10 @@ def _store(part, s):
 
 
 def _loop(part, s):
+    from .. import pool
+    if s.parallel and pool.AVAILABLE:
+        _parallel(part, s, pool._BOUND[0])
+        return
     before, head, done = part.current, part.fresh("h")[1:], part.fresh("x")[1:]
     following, more = part.fresh(), part.fresh()
     part.lines += [f"  br label %{head}", f"{head}:"]
@@ -178,6 +195,63 @@ def _loop(part, s):
               f"br i1 {more}, label %{head}, label %{done}")
     part.lines.append(f"{done}:")
     part.current = done
+
+
+_TASK_ARGS = ("i64 %m, i64 %n, i64 %k, double %alpha, i64 %a, i64 %lda, i64 %b, i64 %ldb, "
+              "i64 %c, i64 %ldc, i64 %sb")
+
+
+def _parallel(part, s, mode: int):
+    """The loop as a task `(m, n, k, alpha, a = first << 3, ..., c = arrays, ...)` running
+    iterations first .. first + m - 1, split over OpenBLAS's threads."""
+    name = f"{part.name}_task{next(part.names)}"
+    task = Part(part.names, name, part.data_offset)
+    head, done = task.fresh("h")[1:], task.fresh("x")[1:]
+    following, more = task.fresh(), task.fresh()
+    task.lines += ["  %first = lshr i64 %a, 3", "  %last = add i64 %first, %m",
+                   "  %any = icmp ult i64 %first, %last", f"  br i1 %any, label %{head}, "
+                   f"label %{done}", f"{head}:"]
+    phi = len(task.lines)
+    task.current = head
+    task.render(s.body)
+    task.lines.insert(phi, f"  {s.var.name} = phi i64 [%first, %entry], "
+                           f"[{following}, %{task.current}]")
+    task.emit(f"{following} = add nuw nsw i64 {s.var.name}, 1",
+              f"{more} = icmp ult i64 {following}, %last",
+              f"br i1 {more}, label %{head}, label %{done}")
+    task.lines += [f"{done}:", "  ret i64 0", "}"]
+    part.tasks += [*task.tasks, "\n".join([
+        f"define internal i64 @{name}({_TASK_ARGS}) nounwind {{", "entry:",
+        "  %arrays = inttoptr i64 %c to ptr", *_head(task, part.data_offset), *task.lines])]
+    threads, several, table = part.fresh("n"), part.fresh(), part.fresh()
+    cell, allowed, free, many = part.fresh(), part.fresh(), part.fresh(), part.fresh()
+    pooled, alone, join = (part.fresh(stem)[1:] for stem in ("par", "ser", "join"))
+    address = f"ptrtoint (ptr @{name} to i64)"
+    part.emit(f"{threads} = call i32 @fusegrad_pool_threads()",
+              f"{several} = icmp sgt i32 {threads}, 1",
+              f"{cell} = getelementptr i64, ptr %status, i64 1",     # the runner's say
+              f"{allowed} = load i64, ptr {cell}", f"{free} = icmp ne i64 {allowed}, 0",
+              f"{many} = and i1 {several}, {free}", f"{table} = ptrtoint ptr %arrays to i64",
+              f"br i1 {many}, label %{pooled}, label %{alone}")
+    part.lines.append(f"{pooled}:")
+    part.emit(f"call i32 @fusegrad_pool_split(i32 {mode}, i64 {s.extent}, i64 0, i64 0, "
+              f"i64 {table}, i64 0, i64 1, i64 0, i64 1, i64 {table}, i64 0, i64 {address}, "
+              f"i32 {threads})", f"br label %{join}")
+    part.lines.append(f"{alone}:")
+    part.emit(f"call i64 @{name}(i64 {s.extent}, i64 0, i64 0, double 0.0, i64 0, i64 0, "
+              f"i64 0, i64 0, i64 {table}, i64 0, i64 0)", f"br label %{join}")
+    part.lines.append(f"{join}:")
+    part.current = join
+
+
+def _get(part, s):
+    part.vars.add(s.var)
+    part.emit(f"{s.out.name} = load {LL[s.var.dtype]}, ptr {s.var.name}")
+
+
+def _set(part, s):
+    part.vars.add(s.var)
+    part.emit(f"store {LL[s.var.dtype]} {literal(s.value)}, ptr {s.var.name}")
 
 
 def _raise(part, s):
@@ -234,23 +308,35 @@ def _host(part, s):
 
 
 _RENDER = {Alu: lambda part, s: part.emit(f"{s.out.name} = {alu(s)}"), Load: _load,
+<<<<<<< HEAD
            Store: _store, Loop: _loop, Raise: _raise, Gemm: _gemm, Note: _note, Host: _host,
            If: _if, While: _while}
+=======
+           Store: _store, Loop: _loop, Raise: _raise, Gemm: _gemm, Note: _note, Get: _get,
+           Set: _set}
+>>>>>>> k-perf
 
 
-def function(name: str, groups: list, names, data_offset: int, internal: bool) -> str:
-    """One part: `i64 @name(ptr %arrays, ptr %status)` running groups in order."""
-    part = Part(names)
-    for stmts in groups:
-        part.render(stmts)
-    head = [f"define {'internal ' if internal else ''}i64 @{name}(ptr %arrays, ptr %status) "
-            f"noinline nounwind {{", "entry:"]
+def _head(part, data_offset: int) -> list:
+    """The entry block's lines: each array's data pointer, each Var's cell."""
+    head = []
     for slot in sorted(part.slots):
         head += [f"  %s{slot} = getelementptr ptr, ptr %arrays, i64 {slot}",
                  f"  %o{slot} = load ptr, ptr %s{slot}",
                  f"  %d{slot} = getelementptr i8, ptr %o{slot}, i64 {data_offset}",
                  f"  %p{slot} = load ptr, ptr %d{slot}"]
-    return "\n".join([*head, *part.lines, "  ret i64 0", "}"])
+    return head + [f"  {v.name} = alloca {LL[v.dtype]}" for v in sorted(part.vars, key=str)]
+
+
+def function(name: str, groups: list, names, data_offset: int, internal: bool) -> str:
+    """One part: `i64 @name(ptr %arrays, ptr %status)` running groups in order, and the
+    task functions of its parallel loops."""
+    part = Part(names, name, data_offset)
+    for stmts in groups:
+        part.render(stmts)
+    head = [f"define {'internal ' if internal else ''}i64 @{name}(ptr %arrays, ptr %status) "
+            f"noinline nounwind {{", "entry:", *_head(part, data_offset)]
+    return "\n\n".join([*part.tasks, "\n".join([*head, *part.lines, "  ret i64 0", "}"])])
 
 
 def declarations(text: str) -> list:
@@ -262,10 +348,16 @@ def declarations(text: str) -> list:
                          ("copysign", 2)):
             if f"@llvm.{f}.{s}(" in text:
                 out.append(f"declare {t} @llvm.{f}.{s}({', '.join([t] * arity)})")
+<<<<<<< HEAD
     from .builder import LIBM
     for f, (dtype, arity, _) in LIBM.items():
         if f"@{f}(" in text:
             out.append(f"declare {LL[dtype]} @{f}({', '.join([LL[dtype]] * arity)})")
+=======
+    if "@fusegrad_pool_split(" in text:
+        out += ["declare i32 @fusegrad_pool_threads()",
+                f"declare i32 @fusegrad_pool_split(i32, {', '.join(['i64'] * 11)}, i32)"]
+>>>>>>> k-perf
     for c, t in (("s", "float"), ("d", "double")):
         if f"@fusegrad_{c}gemm(" in text:
             n = f"i{cblas.BITS}"

@@ -12,6 +12,8 @@ A program is a list of groups, each a list of statements run in order by one fun
     Host(op, inputs, outputs)   a step run in Python between compiled parts (host.py)
     If(cond, then, orelse)      if cond: then else: orelse        (cond a bool register)
     While(test, cond, body)     while True: test; if not cond: break; body
+    Get(out, var), Set(var, value)   read and write a scalar variable a loop carries (an
+                                accumulator, rewrite.py's), where registers are SSA
 
 A `Buffer` is where an array lives: slot `slot` of the table of arrays the entry takes, `byte`
 bytes in, holding `dtype` elements. An `Index` is affine: offset + sum(reg * stride) over i64
@@ -79,6 +81,7 @@ class Loop:
     var: Reg
     extent: int
     body: list = field(default_factory=list)
+    parallel: bool = False     # iterations write apart: any split of the range, same bits
 
 
 @dataclass(frozen=True)
@@ -133,6 +136,25 @@ class Program:
     notes: list                 # a group's Note text (its op and line)
     errors: list                # error number - 1 -> (exception class, message)
     work: list                  # about how many elements each group visits
+
+
+@dataclass(frozen=True)
+class Var:
+    """A scalar variable of a group: registers are SSA, a Var is written again in loops."""
+    name: str
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Get:
+    out: Reg
+    var: Var
+
+
+@dataclass(frozen=True)
+class Set:
+    var: Var
+    value: object               # Reg or Const
 
 
 def walk(stmts):

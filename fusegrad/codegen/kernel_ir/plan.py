@@ -1,9 +1,10 @@
 """The one memory plan of the kernel IR: which ops share a loop, and where each value lives.
 
-Ops run in program order. A run of elementwise ops of one size is one group (one flat loop,
-its intermediate values registers); every other op is a group of its own (an op of several
-results, a host step, has a buffer per result). A value needs a buffer unless every use is
-an elementwise op of its own group. Buffers are the entry's table
+Ops run in program order (a reduction waits while the elementwise ops after it do not read
+it). A run of elementwise ops of one size is one group (one flat loop, its intermediate values
+registers); every other op is a group of its own (an op of several results, a host step, has
+a buffer per result). A value needs a buffer unless every use is an elementwise op of its own
+group. Buffers are the entry's table
 of arrays: [arena, params..., results..., constants...]; the arena is bytes, where a value's
 range (64-byte aligned) is taken before its group runs and given back after its last use, so
 no group writes over what it reads. reshape, and convert to the same dtype, are another name
@@ -18,6 +19,7 @@ from ...ir.primitives import PRIMITIVES
 from .nodes import ITEMSIZE, Buffer
 
 ALIGN = 64
+REDUCE = ("reduce_sum", "reduce_prod", "reduce_max", "reduce_min")
 
 
 def is_elementwise(op) -> bool:
@@ -48,7 +50,10 @@ class Plan:
         return self.root.get(v, v)
 
     def _partition(self) -> dict:
-        group_of = {}
+        """Groups in program order, except that a reduction after an elementwise group waits
+        (pending) while the elementwise ops that follow do not read it: a gradient's
+        elementwise ops after the value's sum stay in the loop before it."""
+        group_of, pending = {}, []
         for op in self.fn.ops:
             if is_alias(op):
                 self.root[op.out] = self.of(op.inputs[0])
@@ -56,14 +61,27 @@ class Plan:
             if op.prim in ("constant", "iota"):
                 continue
             last = self.groups[-1] if self.groups else None
-            if is_elementwise(op) and last and is_elementwise(last[0]) and \
-                    last[0].out.type.size == op.out.type.size:
+            joins = is_elementwise(op) and last and is_elementwise(last[0]) and \
+                last[0].out.type.size == op.out.type.size
+            waiting = {p.out for p in pending}
+            if joins and not any(self.of(v) in waiting for v in op.inputs):
                 last.append(op)
+            elif op.prim in REDUCE and last and is_elementwise(last[0]):
+                pending.append(op)
+                continue
             else:
+                self._flush(pending, group_of)
                 self.groups.append([op])
             for out in op.outputs:
                 group_of[out] = len(self.groups) - 1
+        self._flush(pending, group_of)
         return group_of
+
+    def _flush(self, pending, group_of):
+        for op in pending:
+            self.groups.append([op])
+            group_of[op.out] = len(self.groups) - 1
+        pending.clear()
 
     def _stored(self, group_of) -> tuple:
         stored, last_use = set(), {}

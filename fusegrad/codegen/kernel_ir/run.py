@@ -7,7 +7,11 @@ nests.py does, and for the same measured reasons). The entry takes the table of 
 objects themselves ([arena, params..., results..., constants...]) and an int64 status cell,
 and returns 0 or the number of the error a Raise met; the runner raises it. Host steps
 (nodes.Host) split the program: each run of groups between them is an entry of its own, and
-the runner calls entries and host steps (host.py) in order on the same table of arrays.
+the runner calls entries and host steps (host.py) in order on the same table of arrays. status[1] says whether parallel loops may use OpenBLAS's threads on this call: only while
+the machine's load (os.getloadavg, over the last minute) leaves a core idle. A fork-join waits
+for its slowest part, and a part queued behind another process's timeslice costs milliseconds
+(W5 ran 2.3x slower on threads than serially on this 2-core machine under a load of 8); the
+bits are the same either way.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import itertools
+import os
 
 import numpy as np
 
@@ -103,7 +108,7 @@ def compile_program(program, plan, data_offset: int, compile_fn=None):
             llvm.add_symbol(name, address)
     addresses = iter(straight.machine_code(cold, entry_names, 0, fast_isel=True)
                      if entry_names else ())
-    kind = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)
+    kind = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p)
     calls, hosts = [], []
     for s in steps(program):
         if isinstance(s, list):
@@ -114,7 +119,8 @@ def compile_program(program, plan, data_offset: int, compile_fn=None):
     text = (f"; fusegrad: @{program.name} as kernel IR (codegen/kernel_ir)\n"
             + "".join(line + "\n" for line in hosts) + cold
             + (f"\n; the longest loops, optimized:\n{hot}" if hot_names else ""))
-    run = _runner(calls, plan, program.errors)
+    threaded = any(isinstance(s, Loop) and s.parallel for g in program.groups for s in walk(g))
+    run = _runner(calls, plan, program.errors, threaded)
     run.compiled = {k: v for c in calls for k, v in getattr(c, "compiled", {}).items()}
     return run, text
 
@@ -122,56 +128,75 @@ def compile_program(program, plan, data_offset: int, compile_fn=None):
 python_function = type(lambda: None)
 
 
-def _runner(calls, plan, errors):
-    """run(leaves): the compiled entries (ctypes functions) and host steps (Python functions
-    of the table) called in order on the table of array objects; a result that is not its own
-    array (a param, a constant, another result, the arena) is copied out. Idle arenas are
-    reused by the next call."""
+def idle_core() -> bool:
+    """Whether the last minute's load leaves a core to spare for a second thread."""
+    return os.getloadavg()[0] < (os.cpu_count() or 1) - 0.5
+
+
+def _runner(calls, plan, errors, threaded=False):
+    """run(leaves): the compiled entries (ctypes functions of the table of array objects and
+    the status cells) and host steps (Python functions of the list of arrays) called in order;
+    a result that is not its own array (a param, a constant, another result, the arena) is
+    copied out. Idle arenas are reused by the next call, each with its views of the results
+    it holds."""
     poison = poison_on()
     fn = plan.fn
-    consts = plan.consts
     owned = {i: r for r, i in plan.result_slot.items()}
     results = [(r.shape, str(r.type.np_dtype)) for r in fn.results]
     params = [p.type.np_dtype for p in fn.params]
-    copies = []
+    copies = []                     # (result, slot, byte offset, size, dtype, shape)
     for i, r in enumerate(fn.results):
         root = plan.of(r)
         if owned.get(i) is not root:
             b = plan.where[root]
             copies.append((i, b.slot, b.byte, r.type.size, r.type.np_dtype, r.shape))
-    table = ctypes.c_void_p * (1 + len(fn.params) + len(results) + len(consts))
-    ascontiguous = np.ascontiguousarray
-    new = functools.partial(empty, poison=poison)
-    arena_size = plan.arena
+    from_arena = [c for c in copies if c[1] == 0]
+    elsewhere = [c for c in copies if c[1] != 0]
+    table = ctypes.c_void_p * (1 + len(fn.params) + len(results) + len(plan.consts))
+    consts = tuple(map(id, plan.consts))
+    keep = plan.consts              # the constants live as long as the runner
+    ascontiguous, byref, status_cells = np.ascontiguousarray, ctypes.byref, ctypes.c_int64 * 2
+    new = functools.partial(empty, poison=poison) if poison else \
+        (lambda shape, np_dtype: np.empty(shape, np_dtype))
     arenas = []
+    single = calls[0] if len(calls) == 1 and calls[0].__class__ is not python_function \
+        else None
+
+    def arena_views():
+        arena = np.full(plan.arena, 0xFF, np.uint8) if poison else np.empty(plan.arena,
+                                                                            np.uint8)
+        return arena, [(i, arena[byte:byte + size * np.dtype(dt).itemsize].view(dt)
+                        .reshape(shape)) for i, _, byte, size, dt, shape in from_arena]
 
     def run(leaves):
         args = [ascontiguous(x, dt) for x, dt in zip(leaves, params)]
-        try:
-            arena = arenas.pop()
-            if poison:
-                arena.fill(0xFF)
-        except IndexError:
-            arena = np.full(arena_size, 0xFF, np.uint8) if poison else \
-                np.empty(arena_size, np.uint8)
+        arena, views = arenas.pop() if arenas else arena_views()
+        if poison:
+            arena.fill(0xFF)
         outs = [new(shape, np_dtype=dt) for shape, dt in results]
-        arrays = [arena, *args, *outs, *consts]
-        status = np.zeros(1, np.int64)
-        pointers, at = table(*map(id, arrays)), status.ctypes.data
+        status = status_cells(0, threaded and idle_core())
+        pointers = table(id(arena), *map(id, args), *map(id, outs), *consts)
+        code = 0
         try:
-            for call in calls:
-                code = call(arrays) if call.__class__ is python_function else \
-                    call(pointers, at)
-                if code:
-                    kind, message = errors[code - 1]
-                    raise kind(message.format(int(status[0])))
+            if single:
+                code = single(pointers, byref(status))
+            else:
+                arrays = [arena, *args, *outs, *keep]
+                for call in calls:
+                    code = call(arrays) if call.__class__ is python_function else \
+                        call(pointers, byref(status))
+                    if code:
+                        break
+            for i, view in views:
+                outs[i] = view.copy()
         finally:
-            arenas.append(arena)
-        for i, slot, byte, size, dt, shape in copies:
-            a = arrays[slot]
-            flat = a.view(np.uint8).reshape(-1) if slot == 0 else a.reshape(-1)
-            if slot == 0:
-                flat = flat[byte:byte + size * np.dtype(dt).itemsize].view(dt)
-            outs[i] = flat[:size].reshape(shape).copy()
+            arenas.append((arena, views))
+        if code:
+            kind, message = errors[code - 1]
+            raise kind(message.format(status[0]))
+        if elsewhere:
+            arrays = [arena, *args, *outs, *keep]
+            for i, slot, _, size, _, shape in elsewhere:
+                outs[i] = arrays[slot].reshape(-1)[:size].reshape(shape).copy()
         return outs
     return run
