@@ -19,11 +19,7 @@ from __future__ import annotations
 
 import struct
 
-<<<<<<< HEAD
-from .nodes import Alu, Gemm, Host, If, Load, Loop, Note, Raise, Reg, Store, While
-=======
-from .nodes import Alu, Gemm, Get, Load, Loop, Note, Raise, Reg, Set, Store
->>>>>>> k-perf
+from .nodes import Alu, Gemm, Get, Host, If, Load, Loop, Note, Raise, Reg, Set, Store, While
 
 LL = {"f32": "float", "f64": "double", "i64": "i64", "i32": "i32", "bool": "i1"}
 MEM = {**LL, "bool": "i8"}
@@ -308,13 +304,8 @@ def _host(part, s):
 
 
 _RENDER = {Alu: lambda part, s: part.emit(f"{s.out.name} = {alu(s)}"), Load: _load,
-<<<<<<< HEAD
            Store: _store, Loop: _loop, Raise: _raise, Gemm: _gemm, Note: _note, Host: _host,
-           If: _if, While: _while}
-=======
-           Store: _store, Loop: _loop, Raise: _raise, Gemm: _gemm, Note: _note, Get: _get,
-           Set: _set}
->>>>>>> k-perf
+           If: _if, While: _while, Get: _get, Set: _set}
 
 
 def _head(part, data_offset: int) -> list:
@@ -348,16 +339,8 @@ def declarations(text: str) -> list:
                          ("copysign", 2)):
             if f"@llvm.{f}.{s}(" in text:
                 out.append(f"declare {t} @llvm.{f}.{s}({', '.join([t] * arity)})")
-<<<<<<< HEAD
-    from .builder import LIBM
-    for f, (dtype, arity, _) in LIBM.items():
-        if f"@{f}(" in text:
-            out.append(f"declare {LL[dtype]} @{f}({', '.join([LL[dtype]] * arity)})")
-=======
-    if "@fusegrad_pool_split(" in text:
-        out += ["declare i32 @fusegrad_pool_threads()",
-                f"declare i32 @fusegrad_pool_split(i32, {', '.join(['i64'] * 11)}, i32)"]
->>>>>>> k-perf
+           Store: _store, Loop: _loop, Raise: _raise, Gemm: _gemm, Note: _note, Host: _host,
+           If: _if, While: _while, Get: _get, Set: _set}
     for c, t in (("s", "float"), ("d", "double")):
         if f"@fusegrad_{c}gemm(" in text:
             n = f"i{cblas.BITS}"
