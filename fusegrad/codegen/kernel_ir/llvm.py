@@ -339,8 +339,13 @@ def declarations(text: str) -> list:
                          ("copysign", 2)):
             if f"@llvm.{f}.{s}(" in text:
                 out.append(f"declare {t} @llvm.{f}.{s}({', '.join([t] * arity)})")
-           Store: _store, Loop: _loop, Raise: _raise, Gemm: _gemm, Note: _note, Host: _host,
-           If: _if, While: _while, Get: _get, Set: _set}
+    from .builder import LIBM
+    for f, (dtype, arity, _) in LIBM.items():
+        if f"@{f}(" in text:
+            out.append(f"declare {LL[dtype]} @{f}({', '.join([LL[dtype]] * arity)})")
+    if "@fusegrad_pool_split(" in text:
+        out += ["declare i32 @fusegrad_pool_threads()",
+                f"declare i32 @fusegrad_pool_split(i32, {', '.join(['i64'] * 11)}, i32)"]
     for c, t in (("s", "float"), ("d", "double")):
         if f"@fusegrad_{c}gemm(" in text:
             n = f"i{cblas.BITS}"
