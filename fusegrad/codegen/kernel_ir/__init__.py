@@ -30,6 +30,7 @@ from .plan import Plan
 
 register({**FOLDS, "host": build_host, **CONTROL}, kind_of)
 
+
 def compile_kernel_ir(fn, compile_fn=None, rewrite: bool = True):
     """(run, LLVM text) for fn, which `covers`. compile_fn(fn, scan=None) compiles the nested
     Functions of control flow that stays a host step (compile.py passes compile_numba, which
@@ -39,11 +40,9 @@ def compile_kernel_ir(fn, compile_fn=None, rewrite: bool = True):
     from .rewrite import optimize
     from .run import compile_program
     program, plan = build(fn, Plan(fn))
-def compile_kernel_ir(fn, compile_fn=None, rewrite: bool = True):
-    """(run, LLVM text) for fn, which `covers`. compile_fn(fn, scan=None) compiles the nested
-    Functions of control flow that stays a host step (compile.py passes compile_numba, which
-    chooses their path); without it they run on the interpreter. rewrite=False skips
-    rewrite.optimize."""
+    if rewrite:
+        optimize(program)
+    return compile_program(program, plan, nests.DATA_OFFSET, compile_fn or _interpreted)
 
 
 def _interpreted(fn, scan=None):
