@@ -41,6 +41,14 @@ def _tier(jitted) -> Tiered:
     return next(iter(jitted._entries.values()))[0].executable
 
 
+@pytest.fixture(autouse=True)
+def numba_worker(monkeypatch):
+    """These functions are float32 (sin), which the kernel IR now compiles in-process; the
+    tests are about the Numba compile worker, so the kernel IR is off here and in children."""
+    monkeypatch.setenv("FUSEGRAD_KERNEL_IR", "0")
+    monkeypatch.setattr("fusegrad.codegen.choose.KERNEL_IR", False)
+
+
 @pytest.fixture
 def tiered_on(monkeypatch):
     monkeypatch.setenv("FUSEGRAD_TIERED", "1")

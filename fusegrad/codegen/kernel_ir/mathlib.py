@@ -4,7 +4,7 @@ tanh, logistic, erf, sin and cos here; the arc functions, cbrt and hypot in math
 The same algorithms, constants and order of operations as mathlib.py's Numba functions
 (Cody-Waite reduction with fma, a Horner fma chain, exponent-bit reconstruction, selects
 for the special values), so the kernel IR's loops vectorize them and their results match
-the Numba backend's; the constant tables are kernel_ir/tables.py's, which mathlib.py shares.
+the Numba backend's; the constant tables are codegen/mathlib_tables.py's, which mathlib.py shares.
 One change: float32 sin and cos reduce their argument in float64, which keeps them accurate
 to |x| < 2**43 as in float64 (mathlib.py's float32 ones were off by up to 0.5 past 2**19).
 Beyond 2**43 both are wrong (but in [-1, 1]), as mathlib.py's: a full-range reduction
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .tables import _F32, _F64
+from ..mathlib_tables import _F32, _F64
 
 _LAYOUT = {"f64": ("i64", 52, 1023), "f32": ("i32", 23, 127)}
 
