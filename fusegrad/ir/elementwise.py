@@ -383,8 +383,9 @@ _SCALAR = {
     "ceil": lambda b, x: b.neg(b.floor(b.neg(x))),
     "trunc": lambda b, x: b.copysign(b.floor(b.fabs(x)), x),
     **{name: _math(name) for name in (
-        "exp", "expm1", "log", "log1p", "tanh", "logistic", "erf", "sin", "cos", "atan",
+        "exp", "expm1", "log", "log1p", "tanh", "logistic", "erf", "atan",
         "asin", "acos", "asinh", "acosh", "atanh", "cbrt")},
+    "sin": lambda b, x: b.libm("sin", x), "cos": lambda b, x: b.libm("cos", x),
     "atan2": lambda b, x, y: b.math("atan2", x, y),
     "hypot": lambda b, x, y: b.math("hypot", x, y),
     "and": _logical("and_"), "or": _logical("or_"), "not": _not_rule,

@@ -9,7 +9,7 @@ built. The ops are the small fixed set every renderer has a row for:
     compare     lt le gt ge eq ne uno                     (-> bool; ordered, except ne, uno)
     logic       and or xor shl lshr ashr select
     casts       convert (to another dtype), bitcast (a float's bits as a same-width integer)
-    libm        a call of C's function args[0] (LIBM: fmod, erfc, lgamma, tgamma),
+    libm        a call of C's function args[0] (LIBM: fmod, erfc, lgamma, tgamma, sin, cos),
                 only where no vectorizable algorithm exists
 
 A rule may also stop the call: `b.fail(cond, error, message, value)` appends a `Raise` whose
@@ -29,7 +29,8 @@ FLOATS = ("f32", "f64")
 INT_OF = {"f32": "i32", "f64": "i64"}
 # C's functions the `libm` op calls: name -> (dtype, arity, Python's spelling, for Numba)
 LIBM = {"fmod": ("f64", 2, "math.fmod"), "erfc": ("f64", 1, "math.erfc"),
-        "lgamma": ("f64", 1, "math.lgamma"), "tgamma": ("f64", 1, "math.gamma")}
+        "lgamma": ("f64", 1, "math.lgamma"), "tgamma": ("f64", 1, "math.gamma"),
+        "sin": ("f64", 1, "math.sin"), "cos": ("f64", 1, "math.cos")}
 
 
 class Builder:

@@ -1,14 +1,15 @@
 """codegen/mathlib.py's functions as rules over the scalar builder: exp, expm1, log, log1p,
-tanh, logistic, erf, sin and cos here; the arc functions, cbrt and hypot in mathlib_arc.py.
+tanh, logistic and erf here; the arc functions, cbrt and hypot in mathlib_arc.py.
 
 The same algorithms, constants and order of operations as mathlib.py's Numba functions
 (Cody-Waite reduction with fma, a Horner fma chain, exponent-bit reconstruction, selects
 for the special values), so the kernel IR's loops vectorize them and their results match
 the Numba backend's; the constant tables are codegen/mathlib_tables.py's, which mathlib.py shares.
-One change: float32 sin and cos reduce their argument in float64, which keeps them accurate
-to |x| < 2**43 as in float64 (mathlib.py's float32 ones were off by up to 0.5 past 2**19).
-Beyond 2**43 both are wrong (but in [-1, 1]), as mathlib.py's: a full-range reduction
-(Payne-Hanek) needs a table lookup the builder lacks. The measured accuracy, in ulps against
+sin and cos are not here: mathlib.py's Cody-Waite reduction is accurate only below |x| = 2**43
+and silently wrong (though in [-1, 1]) above, and a full-range reduction (Payne-Hanek) needs a
+table lookup the builder lacks, so their rules call C's sin and cos (builder.libm), correct
+everywhere and NumPy's float64 bits, at the price of loops that do not vectorize. The measured
+accuracy, in ulps against
 the precise value, is tests/test_kernel_ir_math.py's MAX_ULP (scripts/check_kernel_ulp.py).
 """
 
@@ -184,43 +185,5 @@ def erf(b, x):
     return b.copysign(b.select(b.lt(a, 1.0), small, large), x)
 
 
-def _quadrant(b, a):
-    """(q, r) with a = q pi/2 + r, q in float64: Cody-Waite with mathlib.py's three float64
-    constants (accurate for a < 2**43), for float32 a too: mathlib.py's float32 reduction
-    was off by up to 0.5 in sin from a = 2**19 on (sin(1e6) in float32)."""
-    p1, p2, p3 = _TABLES["f64"]["pio2"]
-    a64 = b.convert(a, "f64")
-    q = b.rint(b.mul(a64, _TABLES["f64"]["twoopi"]))
-    nq = b.neg(q)
-    return q, b.convert(b.fma(nq, p3, b.fma(nq, p2, b.fma(nq, p1, a64))), a.dtype)
-
-
-def _sin_shifted(b, a, shift):
-    """sin(a + shift pi/2) for a >= 0, shift 0 or 1 (mathlib.py's `sin_shifted`)."""
-    c = _TABLES[a.dtype]
-    rmax = c["trig_range"]
-    half, one = b.const(0.5, a.dtype), b.const(1.0, a.dtype)
-    q, r = _quadrant(b, a)
-    r = b.max(b.min(r, rmax), -rmax)    # only past the accurate range: keeps |result| <= 1
-    z = b.mul(r, r)
-    s = b.fma(b.mul(r, z), _horner(b, z, c["sin"]), r)
-    hz = b.mul(half, z)
-    w = b.sub(one, hz)
-    co = b.add(w, b.add(b.sub(b.sub(one, w), hz), b.mul(b.mul(z, z), _horner(b, z, c["cos"]))))
-    n = b.mul(b.add(q, shift), 0.5)
-    v = b.select(b.ne(n, b.floor(n)), co, s)                # odd quadrant: cosine
-    nh = b.mul(n, 0.5)
-    return b.select(b.ge(b.sub(nh, b.floor(nh)), 0.5), b.neg(v), v)    # quadrants 2, 3
-
-
-def sin(b, x):
-    one = b.const(1.0, x.dtype)
-    return b.mul(b.copysign(one, x), _sin_shifted(b, b.fabs(x), 0.0))
-
-
-def cos(b, x):
-    return _sin_shifted(b, b.fabs(x), 1.0)
-
-
 FUNCTIONS = {"exp": exp, "expm1": expm1, "log": log, "log1p": log1p, "tanh": tanh,
-             "logistic": logistic, "erf": erf, "sin": sin, "cos": cos}
+             "logistic": logistic, "erf": erf}
