@@ -8,6 +8,8 @@ memory plan, before any text exists, and rendered through a table (llvm.py) to L
     mathlib.py  codegen/mathlib.py's polynomial exp, log, tanh, logistic over the builder
     build.py    each op category as kernel IR
     llvm.py     the LLVM renderer; run.py compiles it with llvmlite and calls it
+    numba.py    the Numba renderer (numba_support.py: what its text imports), compiled
+                through compile.py's module cache
 
 `covers(fn)` says whether every op of fn has a form here, or names the first that has not.
 """
@@ -64,11 +66,14 @@ def _lacks(op, blas_bits) -> str | None:
     return None
 
 
-def compile_kernel_ir(fn):
-    """(run, LLVM text) for fn, which `covers`."""
+def compile_kernel_ir(fn, renderer: str = "llvm"):
+    """(run, source) for fn, which `covers`, rendered to LLVM IR or to Numba Python source."""
     from .. import nests
-    from .run import compile_program
     program, plan = build(fn, Plan(fn))
+    if renderer == "numba":
+        from .numba import compile_program as through_numba
+        return through_numba(program, plan)
+    from .run import compile_program
     return compile_program(program, plan, nests.DATA_OFFSET)
 
 

@@ -59,6 +59,7 @@ class Loop:
     var: Reg
     extent: int
     body: list = field(default_factory=list)
+    parallel: bool = False      # iterations independent: threads may split it (prange)
 
 
 @dataclass(frozen=True)

@@ -77,13 +77,18 @@ def compile_program(program, plan, data_offset: int):
             + (f"\n; the longest loops, optimized:\n{hot}" if hot_names else ""))
     entry = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.POINTER(ctypes.c_void_p),
                              ctypes.c_void_p)(address)
-    return _runner(entry, plan, program.errors), text
+    table = ctypes.c_void_p * (1 + len(plan.fn.params) + len(plan.fn.results) +
+                               len(plan.consts))
+
+    def call(arrays, status):
+        return entry(table(*map(id, arrays)), status.ctypes.data)
+    return runner(call, plan, program.errors), text
 
 
-def _runner(cfunc, plan, errors):
-    """run(leaves): the entry called with the table of array objects; a result that is not
-    its own array (a param, a constant, another result, the arena) is copied out. Idle arenas
-    are reused by the next call."""
+def runner(call, plan, errors):
+    """run(leaves): call(arrays, status) runs the entry on the table of arrays; a result that
+    is not its own array (a param, a constant, another result, the arena) is copied out. Idle
+    arenas are reused by the next call."""
     poison = poison_on()
     fn = plan.fn
     consts = plan.consts
@@ -96,7 +101,6 @@ def _runner(cfunc, plan, errors):
         if owned.get(i) is not root:
             b = plan.where[root]
             copies.append((i, b.slot, b.byte, r.type.size, r.type.np_dtype, r.shape))
-    table = ctypes.c_void_p * (1 + len(fn.params) + len(results) + len(consts))
     ascontiguous = np.ascontiguousarray
     new = functools.partial(empty, poison=poison)
     arena_size = plan.arena
@@ -114,7 +118,7 @@ def _runner(cfunc, plan, errors):
         outs = [new(shape, np_dtype=dt) for shape, dt in results]
         arrays = [arena, *args, *outs, *consts]
         status = np.zeros(1, np.int64)
-        code = cfunc(table(*map(id, arrays)), status.ctypes.data)
+        code = call(arrays, status)
         arenas.append(arena)
         if code:
             kind, message = errors[code - 1]
