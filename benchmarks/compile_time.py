@@ -7,8 +7,10 @@
 One child process per (program, column): it imports the library, builds the inputs, and times
 the first call of the jitted value-and-gradient (trace + passes + compile + run), then a second
 call, and reports its peak RSS; the parent kills it past --limit seconds. Columns: `fusegrad`
-(FUSEGRAD_TIERED=0: the whole compile before the first result), `tiered` (fusegrad's default:
-the first call runs on the interpreter, the second queues the compile on the compile worker;
+(FUSEGRAD_TIERED=0: the whole compile before the first result), `numba_renderer` (the same
+with FUSEGRAD_RENDERER=numba: what the kernel IR compiles is rendered for Numba), `tiered`
+(fusegrad's default: the first call runs on the interpreter, the second queues the compile on
+the compile worker;
 the child keeps calling until the compiled entry takes over, and reports when), `interp`, `jax`
 (jax.jit, where installed), `hand` (rnn_scan only: the RNN's value and gradient written by hand in Numba).
 Every child checks its value against the plain NumPy program. The programs are written in
@@ -39,7 +41,7 @@ PROGRAMS = {
     "mlp32": "float32 MLP 784-512-10 (batch 256, tanh) with integer labels: cross_entropy",
     "rnn_scan": "tanh RNN over 1 000 steps, hidden 16, written with fg.lax.scan / jax.lax.scan",
 }
-COLUMNS = ("fusegrad", "tiered", "interp", "jax", "hand")
+COLUMNS = ("fusegrad", "numba_renderer", "tiered", "interp", "jax", "hand")
 
 
 # -- the programs, in plain NumPy (np may be jax.numpy in the jax column) -------------------------
@@ -286,6 +288,8 @@ def run_child(name, column, limit):
     cache = tempfile.mkdtemp(prefix="fg-cold-")
     env = dict(os.environ, FUSEGRAD_CACHE_DIR=cache, NUMBA_CACHE_DIR=cache,
                FUSEGRAD_TIERED="1" if column == "tiered" else "0")
+    if column == "numba_renderer":
+        env["FUSEGRAD_RENDERER"] = "numba"
     cmd = [sys.executable, __file__, "--child", name, column]
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=limit)

@@ -5,13 +5,15 @@ registers are Python locals of exactly their dtype (float32 ops of float32 opera
 float32 in Numba; an int32 result is cast back, as Numba widens int32), constants are typed
 literals (np.float32(0.5), so no operand is ever widened), integer ops wrap,
 comparisons are Python's (ordered, `!=` unordered), and the ops Python has no spelling for
-(fma and the other llvm.* intrinsics, bitcast, truncating division) are numba_support's,
+(fma and the other llvm.* intrinsics, bitcast, truncating division, a branchless select) are
+numba_support's,
 each the LLVM instruction llvm.py writes. No fastmath.
 
-The entry takes the table of arrays as flat 1-d arrays, `entry(arena, params..., results...,
-constants..., status)`, and returns 0 or a Raise's error number (its value in status[0]).
-A buffer in the arena is a view of the arena's bytes as its dtype (`arena_f32`), its byte
-offset an element offset (the plan aligns every buffer to 64 bytes). Consecutive groups up
+The entry takes the table of arrays as flat 1-d arrays, the arena as a view of its bytes
+per dtype: `entry(arena_f32, arena_f64, arena_i64, arena_bool, params..., results...,
+constants..., status)` (Numba takes 0.2 s to compile one `arena.view`), and returns 0 or a
+Raise's error number (its value in status[0]). A buffer's byte offset in the arena is an
+element offset in its dtype's view (the plan aligns every buffer to 64 bytes). Consecutive groups up
 to PART_STATEMENTS statements are one function (`part0`...); the entry calls them in order.
 A Loop marked `parallel` is a numba.prange. Every group starts with its Note: the IR
 equations it computes and the user's file:line, as comments.
@@ -27,7 +29,8 @@ from .nodes import ITEMSIZE, Alu, Gemm, Load, Loop, Note, Raise, Reg, Store, wal
 NP = {"f32": "np.float32", "f64": "np.float64", "i64": "np.int64", "i32": "np.int32",
       "bool": "np.bool_"}
 NUMBA = {"f32": "float32", "f64": "float64", "i64": "int64", "bool": "boolean"}
-PART_STATEMENTS = 1000
+PART_STATEMENTS = 100        # Numba compiles a long function superlinearly
+ARENA = ("f32", "f64", "i64", "bool")      # the arena's views the entry takes
 _BINARY = {"add": "+", "sub": "-", "mul": "*", "fdiv": "/", "and": "&", "or": "|", "xor": "^",
            "shl": "<<", "ashr": ">>", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==",
            "ne": "!="}
@@ -76,7 +79,7 @@ def alu(node: Alu) -> str:
     xs = [literal(a) for a in args]
     dtype = args[0].dtype
     if op == "select":
-        return f"{xs[1]} if {xs[0]} else {xs[2]}"
+        return f"select({', '.join(xs)})"
     if op == "convert":
         return _convert(args[0], out.dtype)
     if op == "bitcast":
@@ -95,11 +98,10 @@ def alu(node: Alu) -> str:
 
 
 class Part:
-    """The lines of one function, the arrays and arena views it reads."""
+    """The lines of one function."""
 
     def __init__(self):
         self.lines: list = []
-        self.views: set = set()
         self.gemms = 0
 
     def emit(self, depth: int, line: str):
@@ -109,7 +111,6 @@ class Part:
         """(the array a buffer is in, the element offset of its start)."""
         if buf.slot:
             return f"a{buf.slot}", 0
-        self.views.add(buf.dtype)
         return f"arena_{buf.dtype}", buf.byte // ITEMSIZE[buf.dtype]
 
     def element(self, buf, index) -> str:
@@ -176,9 +177,8 @@ def function(fname: str, groups: list, params: str, options) -> str:
         part.render(stmts, 1)
     parallel = any(getattr(s, "parallel", False) for g in groups for s in walk(g)
                    if isinstance(s, Loop))
-    views = [f"    arena_{d} = arena.view({NP[d]})" for d in sorted(part.views)]
-    return "\n".join([_decorator(options(parallel)), f"def {fname}({params}):", *views,
-                      *part.lines, "    return 0"])
+    return "\n".join([_decorator(options(parallel)), f"def {fname}({params}):", *part.lines,
+                      "    return 0"])
 
 
 def parts(program) -> list:
@@ -198,14 +198,15 @@ def parts(program) -> list:
 def source(program, slots: int, options, header: str = "") -> str:
     """The module's text: imports, the parts, and `entry` (all one function when one part).
     options(kind, parallel) gives njit's keyword arguments ("entry" or "kernel")."""
-    params = ", ".join(["arena", *(f"a{k}" for k in range(1, slots)), "status"])
+    params = ", ".join([*(f"arena_{d}" for d in ARENA), *(f"a{k}" for k in range(1, slots)),
+                        "status"])
     groups = parts(program)
     lines = [header + f"# fusegrad: @{program.name} as kernel IR, rendered for Numba",
              "import numpy as np",
              "from numba import njit, prange  # noqa: F401",
              "from fusegrad.codegen.kernel_ir.numba_support import (  # noqa: F401",
              "    as_f32, as_f64, as_i32, as_i64, copysign, fabs, floor, fma, gemm, rint,"
-             " sdiv, sqrt, srem)", ""]
+             " sdiv, select, sqrt, srem)", ""]
     if len(groups) == 1:
         return "\n".join([*lines, "", function("entry", [program.groups[g] for g in groups[0]],
                                                 params, lambda p: options("entry", p)), ""])
@@ -228,6 +229,7 @@ def compile_program(program, plan):
     import numba
     import numpy as np
 
+    from ...ir.types import NP_DTYPES
     from ..compile import load_module, njit_options, versions
     from .run import runner
     fn = plan.fn
@@ -235,13 +237,16 @@ def compile_program(program, plan):
     header = f"# {versions()}, kernel_ir support {support.hexdigest()[:16]}\n"
     text = source(program, 1 + len(fn.params) + len(fn.results) + len(plan.consts),
                   lambda kind, parallel: njit_options(kind, parallel=parallel), header)
-    dtypes = [np.uint8, *(v.type.np_dtype for v in (*fn.params, *fn.results)),
-              *(c.dtype for c in plan.consts), np.int64]
+    dtypes = [*(NP_DTYPES[d] for d in ARENA), *(v.type.np_dtype for v in fn.params),
+              *(v.type.np_dtype for v in fn.results), *(c.dtype for c in plan.consts), np.int64]
     signature = tuple(numba.types.Array(numba.from_dtype(np.dtype(d)), 1, "C") for d in dtypes)
     key = hashlib.sha256(text.encode()).hexdigest()
     module, _ = load_module(text, key, program.name, len(parts(program)), {"entry": signature})
     entry = module.entry
 
+    views = [np.dtype(NP_DTYPES[d]) for d in ARENA]
+
     def call(arrays, status):
-        return entry(*[a.reshape(-1) for a in arrays], status)
+        arena, *rest = arrays
+        return entry(*[arena.view(d) for d in views], *[a.reshape(-1) for a in rest], status)
     return runner(call, plan, program.errors), text

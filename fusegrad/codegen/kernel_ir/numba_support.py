@@ -3,7 +3,8 @@
 Each is the LLVM instruction llvm.py writes for the same op, so both renderings give the same
 bits: fma, sqrt, fabs, rint, floor and copysign call the llvm.* intrinsic of the operand's
 type; as_f32/as_f64/as_i32/as_i64 reinterpret a value's bits (LLVM's bitcast); sdiv and srem
-divide truncating toward zero, as LLVM's do (Python's // and % floor). gemm is blas.py's, the
+divide truncating toward zero, as LLVM's do (Python's // and % floor); select is LLVM's
+select, where Python's `x if c else y` would be three basic blocks. gemm is blas.py's, the
 ?gemm the LLVM rendering calls. This file's text is part of the disk-cache key.
 """
 
@@ -63,6 +64,19 @@ def _bitcast(to):
 
 as_f32, as_f64 = _bitcast(types.float32), _bitcast(types.float64)
 as_i32, as_i64 = _bitcast(types.int32), _bitcast(types.int64)
+
+
+@intrinsic
+def select(typingctx, cond, x, y):
+    """x if cond else y as LLVM's select: no branch, so no basic blocks for Numba to type."""
+    t = typingctx.unify_types(x, y)
+    if cond != types.boolean or not isinstance(t, (types.Number, types.Boolean)):
+        return None
+
+    def codegen(context, builder, signature, values):
+        c, a, b = values
+        return builder.select(c, context.cast(builder, a, x, t), context.cast(builder, b, y, t))
+    return t(cond, x, y), codegen
 
 
 @njit(inline="always", error_model="numpy")
