@@ -302,3 +302,18 @@ def test_a_traced_program_through_each_renderer(name, monkeypatch, capsys):
     assert ("rendered for Numba" in low.source) == (name == "numba")
     with pytest.raises(IndexError, match=re.escape(f"(at test_kernel_ir_render.py:{line})")):
         jitted(x, np.array([0, 5, 1, 1]))
+
+
+def test_both_texts_carry_every_equation_and_declare_only_what_they_use():
+    from fusegrad.codegen.kernel_ir import build
+    for kind, dtype in (("tanh", "f32"), ("gathers", "f64"), ("matmul_gemm", "f64")):
+        c, fn, compiled = case(kind, dtype)
+        program, _ = build(fn)
+        for run, text in compiled.values():
+            for lines in program.notes:
+                assert all(line in text for line in lines), (kind, lines)
+        llvm = compiled["llvm"][1]
+        declared = re.findall(r"^declare \S+ (@[\w.]+)\(", llvm, re.M)
+        assert all(re.search(rf"call \S+ {re.escape(f)}\(", llvm) for f in declared), declared
+        assert ("@llvm.fma.f32" in declared) == (kind == "tanh")
+        assert ("@fusegrad_dgemm" in declared) == (kind == "matmul_gemm")
