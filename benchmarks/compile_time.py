@@ -10,9 +10,9 @@ call, and reports its peak RSS; the parent kills it past --limit seconds. Column
 (FUSEGRAD_TIERED=0: the whole compile before the first result), `numba_renderer` (the same
 with FUSEGRAD_RENDERER=numba: what the kernel IR compiles is rendered for Numba), `tiered`
 (fusegrad's default: the first call runs on the interpreter, the second queues the compile on
-the compile worker;
-the child keeps calling until the compiled entry takes over, and reports when), `interp`, `jax`
-(jax.jit, where installed), `hand` (rnn_scan only: the RNN's value and gradient written by hand in Numba).
+the compile worker; the child keeps calling until the compiled entry takes over, and reports
+when), `interp`, `jax` (jax.jit, where installed), `hand` (rnn_scan only: the RNN's value and
+gradient written by hand in Numba).
 Every child checks its value against the plain NumPy program. The programs are written in
 plain NumPy, as users write them.
 """

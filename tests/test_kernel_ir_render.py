@@ -122,10 +122,10 @@ def _scatters(c, d):
 
 def _matmul(k):
     def build(c, d):
-        outs = [c.op("matmul", c.param(d, (2, k)), c.param(d, (k, 3)))]
+        outs = [c.op("matmul", c.param(d, (2, k)), c.param(d, (k, 3))),
+                c.op("matmul", c.param(d, (2, 2, k)), c.param(d, (2, k, 1)))]
         if k <= SMALL_DOT_K:
-            outs += [c.op("matmul", c.param(d, (2, 2, k)), c.param(d, (2, k, 1))),
-                     c.op("matmul", c.param(d, (2, 0)), c.param(d, (0, 3)))]
+            outs.append(c.op("matmul", c.param(d, (2, 0)), c.param(d, (0, 3))))
         return outs
     return build
 

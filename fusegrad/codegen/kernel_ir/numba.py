@@ -147,11 +147,15 @@ def _gemm(part, s, depth):
     for (buf, index), rows, cols in ((s.a, s.m, s.k), (s.b, s.k, s.n), (s.c, s.m, s.n)):
         at = part.element(buf, index)
         array, start = at[:at.index("[")], at[at.index("[") + 1:-1]
-        first = f"g{part.gemms}"
-        part.gemms += 1
-        part.emit(depth, f"{first} = {start}")
-        operands.append(f"{array}[{first}:{first} + {rows * cols}].reshape(({rows}, {cols}))")
-    part.emit(depth, f"gemm({', '.join(operands)})")
+        if start.isdigit():
+            stop = int(start) + rows * cols
+        else:                                   # a batch's first element: computed once
+            first, part.gemms = f"g{part.gemms}", part.gemms + 1
+            part.emit(depth, f"{first} = {start}")
+            start, stop = first, f"{first} + {rows * cols}"
+        operands.append(f"{array}[{start}:{stop}].reshape(({rows}, {cols}))")
+    part.emit(depth, "gemm(" + ",\n    ".join(operands).replace("\n", "\n" + "    " * depth)
+              + ")")
 
 
 _RENDER = {
@@ -205,8 +209,8 @@ def source(program, slots: int, options, header: str = "") -> str:
              "import numpy as np",
              "from numba import njit, prange  # noqa: F401",
              "from fusegrad.codegen.kernel_ir.numba_support import (  # noqa: F401",
-             "    as_f32, as_f64, as_i32, as_i64, copysign, fabs, floor, fma, gemm, rint,"
-             " sdiv, select, sqrt, srem)", ""]
+             "    as_f32, as_f64, as_i32, as_i64, copysign, fabs, floor, fma, gemm, rint,",
+             "    sdiv, select, sqrt, srem)", ""]
     if len(groups) == 1:
         return "\n".join([*lines, "", function("entry", [program.groups[g] for g in groups[0]],
                                                 params, lambda p: options("entry", p)), ""])
