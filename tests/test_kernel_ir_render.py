@@ -27,7 +27,7 @@ from fusegrad.runtime.interpreter import eval_function
 DTYPES = ("f32", "f64", "i64", "bool")
 NP = {"f32": np.float32, "f64": np.float64, "i64": np.int64, "bool": np.bool_}
 SPECIAL = {"f": [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-310, 3e38, -2.5],
-           "i": [-(2 ** 63), 2 ** 63 - 1, 0, -1, 2 ** 40 + 3, -7]}
+           "i": [-(2 ** 63), 2 ** 63 - 1, 0, -1, 2 ** 60 + 2 ** 36 + 1, -7]}   # no f32 via f64
 
 
 def sample(dtype, shape, seed=0, positive=False):
