@@ -317,3 +317,16 @@ def test_both_texts_carry_every_equation_and_declare_only_what_they_use():
         assert all(re.search(rf"call \S+ {re.escape(f)}\(", llvm) for f in declared), declared
         assert ("@llvm.fma.f32" in declared) == (kind == "tanh")
         assert ("@fusegrad_dgemm" in declared) == (kind == "matmul_gemm")
+
+
+def test_the_numba_rendering_is_loaded_from_disk_by_a_new_module(monkeypatch, capsys):
+    from fusegrad.codegen.compile import forget_modules
+    monkeypatch.setenv("FUSEGRAD_LOG", "compile")
+    c, fn, compiled = case("exp", "f64")
+    capsys.readouterr()
+    forget_modules()                    # as a new process: only the files on disk are left
+    run, text = compile_kernel_ir(fn, "numba")
+    assert text == compiled["numba"][1]
+    log = capsys.readouterr().err
+    assert f"load {fn.name} from disk cache" in log and "cache miss" not in log
+    assert run(c.args)[0].tobytes() == compiled["numba"][0](c.args)[0].tobytes()
