@@ -3,20 +3,19 @@
 The twin of llvm.py, with the same meaning for every node, so both give the same bits:
 registers are Python locals of exactly their dtype (float32 ops of float32 operands stay
 float32 in Numba; an int32 result is cast back, as Numba widens int32), constants are typed
-literals (np.float32(0.5), so no operand is ever widened), integer ops wrap,
-comparisons are Python's (ordered, `!=` unordered), and the ops Python has no spelling for
-(fma and the other llvm.* intrinsics, bitcast, truncating division, a branchless select) are
-numba_support's,
+literals (np.float32(0.5), so no operand is ever widened), integer ops wrap, comparisons are
+Python's (ordered, `!=` unordered), and the ops Python has no spelling for (fma and the other
+llvm.* intrinsics, bitcast, truncating division, a branchless select) are numba_support's,
 each the LLVM instruction llvm.py writes. No fastmath.
 
-The entry takes the table of arrays as flat 1-d arrays, the arena as a view of its bytes
-per dtype: `entry(arena_f32, arena_f64, arena_i64, arena_bool, params..., results...,
+The entry takes the table of arrays as flat 1-d arrays, the arena as a view of its bytes per
+dtype: `entry(arena_f32, arena_f64, arena_i64, arena_bool, params..., results...,
 constants..., status)` (Numba takes 0.2 s to compile one `arena.view`), and returns 0 or a
 Raise's error number (its value in status[0]). A buffer's byte offset in the arena is an
-element offset in its dtype's view (the plan aligns every buffer to 64 bytes). Consecutive groups up
-to PART_STATEMENTS statements are one function (`part0`...); the entry calls them in order.
-A Loop marked `parallel` is a numba.prange. Every group starts with its Note: the IR
-equations it computes and the user's file:line, as comments.
+element offset in its dtype's view (the plan aligns every buffer to 64 bytes). Consecutive
+groups up to PART_STATEMENTS statements are one function (`part0`...); the entry calls them
+in order. A Loop marked `parallel` is a numba.prange. Every group starts with its Note: the
+IR equations it computes and the user's file:line, as comments.
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ from .nodes import ITEMSIZE, Alu, Gemm, Load, Loop, Note, Raise, Reg, Store, wal
 
 NP = {"f32": "np.float32", "f64": "np.float64", "i64": "np.int64", "i32": "np.int32",
       "bool": "np.bool_"}
-NUMBA = {"f32": "float32", "f64": "float64", "i64": "int64", "bool": "boolean"}
 PART_STATEMENTS = 100        # Numba compiles a long function superlinearly
 ARENA = ("f32", "f64", "i64", "bool")      # the arena's views the entry takes
 _BINARY = {"add": "+", "sub": "-", "mul": "*", "fdiv": "/", "and": "&", "or": "|", "xor": "^",
