@@ -14,6 +14,7 @@ import pytest
 
 import fusegrad as fg
 from fusegrad.codegen.choose import renderer
+from fusegrad.codegen.compile import load_module, njit_options, versions
 from fusegrad.codegen.kernel_ir import compile_kernel_ir, covers
 from fusegrad.codegen.kernel_ir import numba as numba_render
 from fusegrad.codegen.kernel_ir.nodes import (Alu, Buffer, Const, Index, Load, Loop, Note,
@@ -141,6 +142,7 @@ OTHERS = {"shapes": _shapes, "reduce_sum": _reduction("reduce_sum"),
           "reduce_min": _reduction("reduce_min"), "gathers": _gathers, "scatters": _scatters,
           "matmul": _matmul(3), "matmul_gemm": _matmul(SMALL_DOT_K + 5), "creation": _creation}
 ELEMENTWISE = sorted(n for n, p in PRIMITIVES.items() if p.scalar is not None)
+CACHE = (load_module, njit_options, versions)       # compile.py's module cache, for Numba
 
 
 @functools.cache
@@ -161,7 +163,7 @@ def case(kind, dtype):
     why = covers(fn)
     if why:
         return None, f"the kernel IR lacks {why}", None
-    return c, fn, {r: compile_kernel_ir(fn, r) for r in ("llvm", "numba")}
+    return c, fn, {r: compile_kernel_ir(fn, r, CACHE) for r in ("llvm", "numba")}
 
 
 def run_both(kind, dtype, args=None):
@@ -237,7 +239,7 @@ def test_a_hand_built_program_renders_the_same_through_both():
     from fusegrad.codegen import nests
     from fusegrad.codegen.kernel_ir.run import compile_program as through_llvm
     runs = [through_llvm(tiny_program(), plan, nests.DATA_OFFSET),
-            numba_render.compile_program(tiny_program(), plan)]
+            numba_render.compile_program(tiny_program(), plan, CACHE)]
     x = np.array([0.1, -3.0, 1e308, 7.0])
     outs = [run([x])[0] for run, _ in runs]
     assert outs[0].tobytes() == outs[1].tobytes()
@@ -325,7 +327,7 @@ def test_the_numba_rendering_is_loaded_from_disk_by_a_new_module(monkeypatch, ca
     c, fn, compiled = case("exp", "f64")
     capsys.readouterr()
     forget_modules()                    # as a new process: only the files on disk are left
-    run, text = compile_kernel_ir(fn, "numba")
+    run, text = compile_kernel_ir(fn, "numba", CACHE)
     assert text == compiled["numba"][1]
     log = capsys.readouterr().err
     assert f"load {fn.name} from disk cache" in log and "cache miss" not in log

@@ -231,7 +231,8 @@ def _compile_kernel_ir(ir) -> Executable:
     """The kernel IR (kernel_ir/) rendered to LLVM IR, or to Numba source (`renderer`)."""
     name, reason = renderer()
     log_compile(f"render {ir.name}: {name} ({reason})")
-    return _compile_llvm(ir, lambda ir: kernel_ir.compile_kernel_ir(ir, name), "kernel_ir",
+    cache = (load_module, njit_options, versions)
+    return _compile_llvm(ir, lambda ir: kernel_ir.compile_kernel_ir(ir, name, cache), "kernel_ir",
                          f"kernel IR rendered to {'Numba' if name == 'numba' else 'LLVM'}")
 
 

@@ -66,13 +66,14 @@ def _lacks(op, blas_bits) -> str | None:
     return None
 
 
-def compile_kernel_ir(fn, renderer: str = "llvm"):
-    """(run, source) for fn, which `covers`, rendered to LLVM IR or to Numba Python source."""
+def compile_kernel_ir(fn, renderer: str = "llvm", cache=None):
+    """(run, source) for fn, which `covers`, rendered to LLVM IR or to Numba Python source
+    (cache: compile.py's module cache, numba.compile_program says what)."""
     from .. import nests
     program, plan = build(fn, Plan(fn))
     if renderer == "numba":
         from .numba import compile_program as through_numba
-        return through_numba(program, plan)
+        return through_numba(program, plan, cache)
     from .run import compile_program
     return compile_program(program, plan, nests.DATA_OFFSET)
 

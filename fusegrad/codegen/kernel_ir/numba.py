@@ -222,9 +222,11 @@ def source(program, slots: int, options, header: str = "") -> str:
     return "\n".join([*lines, *body, *call, "    return 0", ""])
 
 
-def compile_program(program, plan):
-    """(run, source): the module compiled by Numba through compile.py's module cache (its
-    file written first, the entry njit(cache=True), so a new process loads it from disk)."""
+def compile_program(program, plan, cache):
+    """(run, source): the module compiled by Numba through compile.py's module cache, handed
+    in as cache = (load_module, njit_options, versions) (compile.py imports this package, not
+    the other way): its file is written first and its entry is njit(cache=True), so a new
+    process loads it from disk."""
     import hashlib
     from pathlib import Path
 
@@ -232,8 +234,8 @@ def compile_program(program, plan):
     import numpy as np
 
     from ...ir.types import NP_DTYPES
-    from ..compile import load_module, njit_options, versions
     from .run import runner
+    load_module, njit_options, versions = cache
     fn = plan.fn
     support = hashlib.sha256(Path(__file__).with_name("numba_support.py").read_bytes())
     header = f"# {versions()}, kernel_ir support {support.hexdigest()[:16]}\n"
