@@ -12,6 +12,7 @@ the compile worker ask for.
     numba           generated Numba source, for everything else
 
 `choose` returns (path, reason); compile_numba logs both under FUSEGRAD_LOG=compile.
+`renderer` says (the same way) which text the kernel IR is rendered to: LLVM IR or Numba.
 `numba_ok=False` is the second tier of tiered execution: Numba for what the LLVM paths take.
 """
 
@@ -78,6 +79,21 @@ def choose(ir, scan=None, nests_ok: bool = True) -> tuple:
     if why_not is None:
         return "kernel_ir", f"{special}, which the kernel IR compiles in LLVM"
     return "numba", f"{special}, and the kernel IR lacks {why_not}"
+
+
+RENDERERS = ("llvm", "numba")
+
+
+def renderer() -> tuple:
+    """(renderer, reason): the kernel IR's text, FUSEGRAD_RENDERER=llvm|numba (read at each
+    compile). LLVM by default: llvmlite compiles it in a fraction of Numba's time, with the
+    same bits; Numba's rendering is kept selectable for its prange threads and caching."""
+    name = os.environ.get("FUSEGRAD_RENDERER", "")
+    if name in RENDERERS:
+        return name, f"FUSEGRAD_RENDERER={name}"
+    if name:
+        raise ValueError(f"FUSEGRAD_RENDERER={name!r}: expected one of {', '.join(RENDERERS)}")
+    return "llvm", "the default (FUSEGRAD_RENDERER unset)"
 
 
 def _needs_numba_today(ir) -> str | None:

@@ -39,7 +39,8 @@ from ..ir.evaluate import apply, eval_function
 from ..runtime.signature import log_compile
 from .. import version
 from . import kernel_ir, loops, nests, straight, straight_loops
-from .choose import GLUE_MAX_ELEMENTS, GLUE_MAX_OPS, choose, glue_only, numba_free  # noqa: F401
+from .choose import (GLUE_MAX_ELEMENTS, GLUE_MAX_OPS, choose, glue_only,  # noqa: F401
+                     numba_free, renderer)
 from .buffers import Stack
 
 # Numba itself (0.6 s to import), and the modules that need it, are imported where a function is
@@ -181,6 +182,8 @@ def compile_numba(ir: Function, parallel: bool | None = None, scan=None,
     (the second tier of api.Tiered)."""
     path, reason = choose(ir, scan, nests_ok)
     log_compile(f"choose {ir.name}: {path} ({reason})")
+    if path == "kernel_ir":
+        renderer()          # a FUSEGRAD_RENDERER naming no renderer raises, not falls back
     if path in _LLVM_PATHS:
         try:
             return _LLVM_PATHS[path](ir, scan)
@@ -226,9 +229,13 @@ def _compile_nests(ir) -> Executable:
 
 
 def _compile_kernel_ir(ir) -> Executable:
-    """The kernel IR rendered to LLVM (kernel_ir/), no Numba."""
-    return _compile_llvm(ir, lambda ir: kernel_ir.compile_kernel_ir(ir, compile_numba),
-                         "kernel_ir", "kernel IR")
+    """The kernel IR (kernel_ir/) rendered to LLVM IR, or to Numba source (`renderer`)."""
+    name, reason = renderer()
+    log_compile(f"render {ir.name}: {name} ({reason})")
+    cache = (load_module, njit_options, versions)
+    return _compile_llvm(ir, lambda ir: kernel_ir.compile_kernel_ir(
+        ir, compile_numba, renderer=name, cache=cache), "kernel_ir",
+        f"kernel IR rendered to {'Numba' if name == 'numba' else 'LLVM'}")
 
 
 _LLVM_PATHS = {"straight": lambda ir, scan: _compile_straight(ir),
@@ -247,7 +254,7 @@ def _llvm_executable(ir, run, text, kind: str, what: str, start: float) -> Execu
     """The Executable of a function fusegrad compiled with llvmlite alone, its text shown
     under FUSEGRAD_DEBUG=3 and its compile logged."""
     if os.environ.get("FUSEGRAD_DEBUG", "") >= "3":
-        print(f"// ---- {what} for @{ir.name}: the LLVM IR ----\n{text}")
+        print(f"// ---- {what} for @{ir.name} ----\n{text}")
     log_compile(f"compile {ir.name}: {what}, {len(ir.ops)} ops, "
                 f"{time.perf_counter() - start:.3f} s")
     executable = Executable(ir, text, 1, None, run, None, None)
@@ -260,8 +267,10 @@ def without_numba(ir) -> bool:
     straight_loops.py): then compiling in the caller's thread is fast, and a child process
     would only repeat it (those modules are not cached on disk)."""
     path, _ = choose(ir)
-    if path in ("straight", "nests", "kernel_ir"):
-        return path != "kernel_ir" or numba_free(ir)
+    if path in ("straight", "nests"):
+        return True
+    if path == "kernel_ir":
+        return renderer()[0] == "llvm" and numba_free(ir)
     return path == "glue" and all(
         op.prim == "scan" and straight_loops.supports(op.params["body"], op.params["num_consts"],
                                                       op.params["num_carry"])

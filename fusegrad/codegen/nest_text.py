@@ -281,7 +281,7 @@ def source(plan: Plan, prefix: str, hot_loops: int, data_offset: int) -> tuple:
             parts[-1][1].append(code)
         else:
             parts.append((g in hot, [code]))
-    modules = {True: _declarations(), False: _declarations()}
+    modules = {True: [], False: []}
     for k, (is_hot, codes) in enumerate(parts):
         name = f"@{prefix}_part{k}"
         lines = [f"define {'' if is_hot else 'internal '}void {name}(ptr %arrays) "
@@ -300,7 +300,10 @@ def source(plan: Plan, prefix: str, hot_loops: int, data_offset: int) -> tuple:
                        *(f"  call void @{prefix}_part{k}(ptr %arrays)"
                          for k in range(len(parts))), "  ret void", "}", ""]
     hot_names = [f"{prefix}_part{k}" for k, (is_hot, _) in enumerate(parts) if is_hot]
-    return "\n".join(modules[True]), "\n".join(modules[False]), hot_names
+    hot_text, cold_text = ("\n".join(modules[k]) for k in (True, False))
+    declared = _declarations()
+    return (straight.with_declarations(hot_text, declared) if hot_text else "",
+            straight.with_declarations(cold_text, declared), hot_names)
 
 
 def _work(ops) -> int:
@@ -313,7 +316,7 @@ def _work(ops) -> int:
 
 
 def _declarations() -> list:
-    lines = straight._declarations()
+    lines = []
     if cblas.BITS:
         n = f"i{cblas.BITS}"
         lines.append(f"declare void @fusegrad_dgemm(i32, i32, i32, {n}, {n}, {n}, double, ptr, "

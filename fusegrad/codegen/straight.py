@@ -206,7 +206,7 @@ def source(fn) -> str:
     # nounwind spares LLVM the unwind tables (7% of its time).
     head = (f'define void @entry({ptr} %args, {ptr} %results) nounwind '
             f'"probe-stack"="inline-asm" {{')
-    return "\n".join([*_declarations(), head, *w.lines, "  ret void", "}", ""])
+    return with_declarations("\n".join([head, *w.lines, "  ret void", "}", ""]))
 
 
 def _load(w, p, offset, ptr, base="%args") -> list:
@@ -230,6 +230,13 @@ def _store(w, elements, dtype, offset, ptr, base="%results"):
             w.emit([f"{x} = select i1 {flag}, double 1.0, double 0.0"])
         w.emit([f"{at} = getelementptr double, {ptr} {base}, i64 {offset + k}",
                 f"store double {x}, {ptr} {at}"])
+
+
+def with_declarations(body: str, extra: tuple = ()) -> str:
+    """body after the declarations (of _declarations, then extra) of the functions it calls:
+    only those, so the text shows what the code uses."""
+    used = [d for d in [*_declarations(), *extra] if d[d.index("@"):d.index("(") + 1] in body]
+    return "\n".join([*used, body])
 
 
 def _declarations() -> list:

@@ -74,9 +74,9 @@ def source(fn, num_consts: int, num_carry: int) -> str:
     params = ["i64 %length", "i64 %reverse", f"{ptr} %consts", f"{ptr} %carry",
               *[f"{ptr} %xs{k}" for k in range(len(xs))],
               *[f"{ptr} %ys{k}" for k in range(len(ys))]]
-    return "\n".join([*straight._declarations(),
-                      f"define void @scan({', '.join(params)}) nounwind {{",
-                      "  %last = sub i64 %length, 1", *w.lines, "  ret void", "}", ""])
+    return straight.with_declarations("\n".join([
+        f"define void @scan({', '.join(params)}) nounwind {{", "  %last = sub i64 %length, 1",
+        *w.lines, "  ret void", "}", ""]))
 
 
 def _step(w, fn, env, xs, ys, ptr):

@@ -14,6 +14,8 @@ memory plan, before any text exists, and rendered through a table (llvm.py) to L
     rewrite.py  rewrites of the IR to itself: accumulators in registers, sums in lanes,
                 parallel loops, small loops unrolled
     llvm.py     the LLVM renderer; run.py compiles it with llvmlite and calls it
+    numba.py    the Numba renderer (numba_support.py: what its text imports), compiled
+                through compile.py's module cache
 
 `covers(fn)` says whether every op of fn has a form here, or names the first that has not.
 """
@@ -31,17 +33,22 @@ from .plan import Plan
 register({**FOLDS, "host": build_host, **CONTROL}, kind_of)
 
 
-def compile_kernel_ir(fn, compile_fn=None, rewrite: bool = True):
-    """(run, LLVM text) for fn, which `covers`. compile_fn(fn, scan=None) compiles the nested
-    Functions of control flow that stays a host step (compile.py passes compile_numba, which
-    chooses their path); without it they run on the interpreter. rewrite=False skips
-    rewrite.optimize."""
+def compile_kernel_ir(fn, compile_fn=None, rewrite: bool = True, renderer: str = "llvm",
+                      cache=None):
+    """(run, source) for fn, which `covers`, rendered to LLVM IR or to Numba Python source
+    (cache: compile.py's module cache, numba.compile_program says what). compile_fn(fn,
+    scan=None) compiles the nested Functions of control flow that stays a host step
+    (compile.py passes compile_numba, which chooses their path); without it they run on the
+    interpreter. rewrite=False skips rewrite.optimize."""
     from .. import nests
     from .rewrite import optimize
-    from .run import compile_program
     program, plan = build(fn, Plan(fn))
     if rewrite:
         optimize(program)
+    if renderer == "numba":
+        from .numba import compile_program as through_numba
+        return through_numba(program, plan, cache, compile_fn or _interpreted)
+    from .run import compile_program
     return compile_program(program, plan, nests.DATA_OFFSET, compile_fn or _interpreted)
 
 

@@ -4,7 +4,7 @@ A registry entry's `scalar` rule is `rule(b, *xs, **params) -> Reg`, xs the oper
 registers; it calls the methods below, each appending one `Alu` node to the statements being
 built. The ops are the small fixed set every renderer has a row for:
 
-    arithmetic  add sub mul fdiv neg fma sdiv srem        (of the operands' dtype)
+    arithmetic  add sub mul fdiv neg fma sdiv srem        (of the operands' dtype; fma floats)
     float       sqrt fabs rint floor copysign
     compare     lt le gt ge eq ne uno                     (-> bool; ordered, except ne, uno)
     logic       and or xor shl lshr ashr select
@@ -81,7 +81,12 @@ class Builder:
     def sdiv(self, x, y): return self._same("sdiv", x, y)         # noqa: E704
     def srem(self, x, y): return self._same("srem", x, y)         # noqa: E704
     def neg(self, x): return self._same("neg", x)                 # noqa: E704
-    def fma(self, x, y, z): return self._same("fma", x, y, z)     # noqa: E704
+    def fma(self, x, y, z):
+        """x * y + z rounded once; of integers (exact, wrapping) a mul and an add."""
+        if not self.is_float(x if isinstance(x, (Reg, Const)) else y):
+            return self.add(self.mul(x, y), z)
+        return self._same("fma", x, y, z)
+
     def sqrt(self, x): return self._same("sqrt", x)               # noqa: E704
     def fabs(self, x): return self._same("fabs", x)               # noqa: E704
     def rint(self, x): return self._same("rint", x)               # noqa: E704

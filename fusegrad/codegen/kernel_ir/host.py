@@ -38,7 +38,7 @@ def view(arrays, buf, shape) -> np.ndarray:
 
 
 def step(node: Host, compile_fn):
-    """`run(arrays)`: the host step on the table of arrays. compile_fn compiles the nested
+    """`run(arrays, status)`: the host step on the table of arrays. compile_fn compiles the nested
     Functions of control flow (codegen.compile.compile_numba), now."""
     op = node.op
     if op.prim in ("scan", "while_loop", "cond"):
@@ -49,7 +49,7 @@ def step(node: Host, compile_fn):
             return apply(op.prim, list(args), op.params)
     single = len(op.outputs) == 1
 
-    def run(arrays):
+    def run(arrays, status=None):
         args = [view(arrays, b, shape) for b, shape in node.inputs]
         try:
             out = impl(*args)

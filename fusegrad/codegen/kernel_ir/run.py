@@ -120,7 +120,7 @@ def compile_program(program, plan, data_offset: int, compile_fn=None):
             + "".join(line + "\n" for line in hosts) + cold
             + (f"\n; the longest loops, optimized:\n{hot}" if hot_names else ""))
     threaded = any(isinstance(s, Loop) and s.parallel for g in program.groups for s in walk(g))
-    run = _runner(calls, plan, program.errors, threaded)
+    run = runner(calls, plan, program.errors, threaded)
     run.compiled = {k: v for c in calls for k, v in getattr(c, "compiled", {}).items()}
     return run, text
 
@@ -133,9 +133,10 @@ def idle_core() -> bool:
     return os.getloadavg()[0] < (os.cpu_count() or 1) - 0.5
 
 
-def _runner(calls, plan, errors, threaded=False):
+def runner(calls, plan, errors, threaded=False):
     """run(leaves): the compiled entries (ctypes functions of the table of array objects and
-    the status cells) and host steps (Python functions of the list of arrays) called in order;
+    the status cells) and Python steps (host steps, Numba entries: functions of the list of
+    arrays and the status cells) called in order;
     a result that is not its own array (a param, a constant, another result, the arena) is
     copied out. Idle arenas are reused by the next call, each with its views of the results
     it holds."""
@@ -183,7 +184,7 @@ def _runner(calls, plan, errors, threaded=False):
             else:
                 arrays = [arena, *args, *outs, *keep]
                 for call in calls:
-                    code = call(arrays) if call.__class__ is python_function else \
+                    code = call(arrays, status) if call.__class__ is python_function else \
                         call(pointers, byref(status))
                     if code:
                         break
