@@ -41,7 +41,9 @@ def sample(dtype, shape, seed=0, positive=False):
     else:
         x = rng.standard_normal(shape) * 3
         x.flat[:8] = SPECIAL["f"][:x.size]
-    return (np.abs(x) if positive else x).astype(NP[dtype])
+    if positive:
+        x = np.where(np.abs(x) < 0, 2 ** 63 - 1, np.abs(x))    # abs(INT64_MIN) wraps
+    return x.astype(NP[dtype])
 
 
 class Case:
@@ -73,7 +75,7 @@ def _elementwise(prim, dtype):
         c = Case(f"{prim}_{dtype}")
         outs = []
         for shape in ((2, 4), (), (0, 3)):
-            xs = [c.param(d, shape, positive=prim in ("log", "sqrt")) for d in sig]
+            xs = [c.param(d, shape, positive=prim in ("log", "sqrt", "pow")) for d in sig]
             outs += [c.op(prim, *xs, **p) for p in params_]
         return c, outs
     return None
@@ -137,7 +139,16 @@ def _creation(c, d):
             c.op("constant", value=sample(d, (2, 2), 9))]
 
 
-OTHERS = {"shapes": _shapes, "reduce_sum": _reduction("reduce_sum"),
+def _folds(c, d):
+    x = c.param(d, (2, 3))
+    outs = [c.op("argmax", x, axis=1), c.op("argmin", x, axis=0)]
+    if d != "bool":
+        outs += [c.op("cumsum", x, axis=1), c.op("cumsum", x, axis=0, reverse=True),
+                 c.op("cumprod", x, axis=1)]
+    return outs
+
+
+OTHERS = {"shapes": _shapes, "folds": _folds, "reduce_sum": _reduction("reduce_sum"),
           "reduce_prod": _reduction("reduce_prod"), "reduce_max": _reduction("reduce_max"),
           "reduce_min": _reduction("reduce_min"), "gathers": _gathers, "scatters": _scatters,
           "matmul": _matmul(3), "matmul_gemm": _matmul(SMALL_DOT_K + 5), "creation": _creation}
@@ -163,7 +174,7 @@ def case(kind, dtype):
     why = covers(fn)
     if why:
         return None, f"the kernel IR lacks {why}", None
-    return c, fn, {r: compile_kernel_ir(fn, r, CACHE) for r in ("llvm", "numba")}
+    return c, fn, {r: compile_kernel_ir(fn, renderer=r, cache=CACHE) for r in ("llvm", "numba")}
 
 
 def run_both(kind, dtype, args=None):
@@ -195,7 +206,7 @@ def test_both_renderings_agree_with_the_interpreter_and_each_other(kind, dtype):
 
 
 def test_every_primitive_the_kernel_ir_covers_has_a_case():
-    from fusegrad.codegen.kernel_ir import _OTHER
+    from fusegrad.codegen.kernel_ir.cover import _OTHER
     seen = set(ELEMENTWISE)
     for kind in OTHERS:
         for dtype in DTYPES:
@@ -267,7 +278,7 @@ def test_the_numba_table_spells_each_op_with_its_llvm_meaning():
 def test_a_parallel_loop_is_a_prange():
     program = tiny_program()
     program.groups[0][1].parallel = True
-    text = numba_render.source(program, 3, lambda kind, parallel: {"parallel": parallel})
+    text = numba_render.source(program, [list(range(len(program.groups)))], 3, lambda kind, parallel: {"parallel": parallel})
     assert "for i in prange(4):" in text and "@njit(parallel=True)" in text
 
 
@@ -327,7 +338,7 @@ def test_the_numba_rendering_is_loaded_from_disk_by_a_new_module(monkeypatch, ca
     c, fn, compiled = case("exp", "f64")
     capsys.readouterr()
     forget_modules()                    # as a new process: only the files on disk are left
-    run, text = compile_kernel_ir(fn, "numba", CACHE)
+    run, text = compile_kernel_ir(fn, renderer="numba", cache=CACHE)
     assert text == compiled["numba"][1]
     log = capsys.readouterr().err
     assert f"load {fn.name} from disk cache" in log and "cache miss" not in log

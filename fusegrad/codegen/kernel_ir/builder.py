@@ -28,7 +28,7 @@ from .nodes import Alu, Const, Raise, Reg
 FLOATS = ("f32", "f64")
 INT_OF = {"f32": "i32", "f64": "i64"}
 # C's functions the `libm` op calls: name -> (dtype, arity, Python's spelling, for Numba)
-LIBM = {"fmod": ("f64", 2, "math.fmod"), "erfc": ("f64", 1, "math.erfc"),
+LIBM = {"fmod": ("f64", 2, "np.fmod"), "erfc": ("f64", 1, "math.erfc"),
         "lgamma": ("f64", 1, "math.lgamma"), "tgamma": ("f64", 1, "math.gamma"),
         "sin": ("f64", 1, "math.sin"), "cos": ("f64", 1, "math.cos")}
 

@@ -256,7 +256,7 @@ def source(program, steps, slots: int, options, header: str = "") -> str:
     return "\n".join(lines)
 
 
-def compile_program(program, plan, cache, compile_fn):
+def compile_program(program, plan, cache, compile_fn=None):
     """(run, source): the module compiled by Numba through compile.py's module cache, handed
     in as cache = (load_module, njit_options, versions) (compile.py imports this package, not
     the other way): its file is written first and its entries are njit(cache=True), so a new
