@@ -39,7 +39,9 @@ _NARROW = ("i32",)                # Numba computes int32 ops in int64: cast the 
 
 
 def name(reg: Reg) -> str:
-    return reg.name.lstrip("%")
+    """A register's (or Var's) Python name: LLVM's `%i0.s5` (a nested Function's register,
+    control.py's) is `i0__s5`."""
+    return reg.name.lstrip("%").replace(".", "__")
 
 
 def literal(x) -> str:
