@@ -196,7 +196,7 @@ BY_NAME = {
     "matmul": matmul, "take": take, "take_along_axis": take_along_axis,
     "scatter_add": scatter_add, "scatter_add_along_axis": scatter_add_along_axis,
     "argsort": along_axis, "argpartition": along_axis, "require_zero": require_zero,
-    "cross_entropy": cross_entropy,
+    "cross_entropy": cross_entropy, "optimization_barrier": elementwise,
     **{name: stacks for name in ("solve", "triangular_solve", "cholesky", "eigh", "svd", "qr",
                                  "slogdet", "expm")},
     **{name: elementwise for name in ("polygamma", "erfinv", "erfcinv", "log_ndtr", "i0", "i1",
