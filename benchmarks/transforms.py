@@ -11,7 +11,8 @@ Tables:
            on its body (interp, NumPy buffers traced by tracemalloc)
   vmap     per-example gradients of the MLP 784-512-10 over a batch of 256: vmap(grad)
            against a Python loop of grads (and jax.vmap, torch.func.vmap where installed)
-  jac      a 1000x50 Jacobian (the residuals of a curve fit): jacfwd against jacrev
+  jac      a 1000x50 Jacobian (the residuals of a curve fit): jacfwd against jacrev (and
+           jax.jacfwd / jacrev, torch.func.jacfwd / jacrev where installed)
 """
 
 import argparse
@@ -312,6 +313,49 @@ def table_jac(quick):
             repeat = 1 if backend == "eager" else 5
             took = median_time(f, theta, t, data, repeat=repeat)
             print(f"| {name} | {backend} | {took * 1e3:.2f} ms | {first:.2f} s |")
+    for name, f in {**_jax_jac(), **_torch_jac()}.items():
+        t0 = time.perf_counter()
+        out = f(theta, t, data)
+        first = time.perf_counter() - t0
+        assert out.shape == (1000, 50) and np.allclose(out, ref, atol=1e-10), name
+        took = median_time(f, theta, t, data, repeat=5)
+        print(f"| {name} | | {took * 1e3:.2f} ms | {first:.2f} s |")
+
+
+def _jax_jac() -> dict:
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        return {}
+    jax.config.update("jax_enable_x64", True)
+
+    def residuals(theta, t, data):
+        p = theta.reshape(10, 5)
+        return (p[:, 0:1] * jnp.exp(-p[:, 1:2] ** 2 * t) * jnp.sin(p[:, 2:3] * t + p[:, 3:4])
+                + p[:, 4:5]).sum(0) - data
+    return {f"jax.jit(jax.{name})": (lambda f: lambda *a: np.asarray(f(*a)))(
+        jax.jit(getattr(jax, name)(residuals))) for name in ("jacfwd", "jacrev")}
+
+
+def _torch_jac() -> dict:
+    try:
+        import torch
+        import torch.func
+    except ImportError:
+        return {}
+
+    def residuals(theta, t, data):
+        p = theta.reshape(10, 5)
+        return (p[:, 0:1] * torch.exp(-p[:, 1:2] ** 2 * t) * torch.sin(p[:, 2:3] * t
+                                                                       + p[:, 3:4])
+                + p[:, 4:5]).sum(0) - data
+
+    def column(jac):
+        f = jac(residuals)
+        return lambda *a: f(*[torch.from_numpy(x) for x in a]).numpy()
+    return {f"torch.func.{name}": column(getattr(torch.func, name))
+            for name in ("jacfwd", "jacrev")}
 
 
 TABLES = {"ops": table_ops, "hessian": table_hessian, "remat": table_remat, "vmap": table_vmap,
