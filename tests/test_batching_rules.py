@@ -61,7 +61,8 @@ def test_gathers(case):
 
 
 def scatter(x, i, g):
-    return lax.scatter_add(i, g, 0, (5, 3)) + lax.scatter_add_along_axis(
+    return lax.scatter_add(i, g, 0, (5, 3)) + lax.scatter_add(i, g.T, 1, (3, 5)).T + \
+        lax.scatter_add_along_axis(
         np.broadcast_to(i[:, None] % 4, (3, 3)), x[:3], 0, (4, 3)).sum()
 
 
