@@ -189,3 +189,4 @@ def test_first_calls_on_numba(case):
     f, args, axes = [(rnn, (X[:, 0], X, np.eye(3) / 2), (0, 0, None)),
                      (cumsum_take, (X, IDX), (0, 0))][case]
     check(f, args, axes, backend="numba")
+

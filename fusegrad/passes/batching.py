@@ -20,6 +20,7 @@ from ..ir.core import Function, Op, Value
 from ..ir.primitives import PRIMITIVES
 from ..ir.types import TensorType
 from ..tracer.tracer import TraceContext, Tracer
+from .batching_control import install as _install_control
 
 _warned: set = set()
 
@@ -100,4 +101,4 @@ def lift_result(ctx, value: Value, size: int) -> Value:
     return ctx.read(lift(lax, size, Tracer(value, ctx)))
 
 
-from . import batching_control  # noqa: E402,F401 - installs the rules of the ops holding Functions
+_install_control(batch)   # the rules of the ops holding Functions, which call batch

@@ -7,10 +7,10 @@ cond of the batched branches; with a batched predicate both branches run and a s
 example picks the results (as JAX does: a branch that raises raises for every example). A
 while_loop with a batched predicate runs while any example's predicate holds, and the body
 keeps the carries of the examples that are done (a select per example). custom_vjp_call
-keeps the user's bwd: the batched op's VJP maps bwd over the examples with fg.vmap.
+keeps the user's bwd: the batched op's VJP traces bwd for one example and batches it.
 
-Each rule has the registry's signature (ir/batching.py) and is installed into its entry when
-this module loads.
+Each rule has the registry's signature (ir/batching.py); passes/batching.py installs them into
+their entries, handing over its `batch` (this module imports nothing of it: no cycle).
 """
 
 from __future__ import annotations
@@ -18,7 +18,10 @@ from __future__ import annotations
 from .. import lax
 from ..ir.batching import lift
 from ..ir.primitives import PRIMITIVES
+from ..ir.types import TensorType
 from ..tracer.tracer import Tracer, inline, trace_flat
+
+_batch = None     # passes/batching.py's batch, given by install()
 
 
 def _add(args, prim, inputs, params):
@@ -40,7 +43,7 @@ def _lifted(size, args, flags, want):
 def _fixed_point(body, before, carry, after, size, n_out):
     """body batched with its carries (the params between `before` and `after`, one result
     each first) batched where they must be; returns (Function, carry flags, result flags)."""
-    from .batching import batch
+    batch = _batch
     carry = list(carry)
     while True:
         flags = list(before) + carry + list(after)
@@ -64,7 +67,7 @@ def scan(lax_, prim, size, args, batched, *, body, length, reverse, num_consts, 
 
 
 def cond(lax_, prim, size, args, batched, *, true_branch, false_branch):
-    from .batching import batch
+    batch = _batch
     flags = batched[1:]
     want = [a or b for a, b in zip(batch(true_branch, flags, size)[1],
                                    batch(false_branch, flags, size)[1])]
@@ -85,7 +88,7 @@ def _select(pred, a, b):
 
 
 def while_loop(lax_, prim, size, args, batched, *, cond, body, cond_nconsts, body_nconsts):
-    from .batching import batch
+    batch = _batch
     cn, bn = cond_nconsts, body_nconsts
     cflags, bflags, kflags = batched[:cn], batched[cn:cn + bn], batched[cn + bn:]
     carry = list(kflags)
@@ -129,8 +132,8 @@ def _traced(run, types, name):
 
 
 class BatchedCall:
-    """The `call` of a batched custom_vjp_call: its VJP is the user's bwd mapped over the
-    examples (every operand carries the batch axis)."""
+    """The `call` of a batched custom_vjp_call: its VJP is the user's bwd traced for one
+    example and batched (every operand carries the batch axis)."""
 
     def __init__(self, call, n_in, n_res):
         self.call, self.n_in, self.n_res = call, n_in, n_res
@@ -139,18 +142,23 @@ class BatchedCall:
         return f"vmap({self.call!r})"
 
     def vjp(self, g, operands) -> tuple:
-        from ..vmap import vmap
         n_in, n_res, slots = self.n_in, self.n_res, []
         multi = isinstance(g, tuple)
+        leaves = list(operands[n_in:n_in + n_res]) + (list(g) if multi else [g])
+        pad = [None] * (len(operands) - n_in - n_res)
 
-        def per_example(res, g):
-            cts = self.call.vjp(tuple(g) if multi else g[0], [None] * n_in + list(res) +
-                                [None] * (len(operands) - n_in - n_res))
+        def per_example(*xs):
+            res, gs = xs[:n_res], xs[n_res:]
+            cts = self.call.vjp(tuple(gs) if multi else gs[0], [None] * n_in + list(res) + pad)
             slots[:] = [i for i, c in enumerate(cts) if c is not None]
             return [cts[i] for i in slots]
-        got = vmap(per_example)(list(operands[n_in:n_in + n_res]), list(g) if multi else [g])
+        types = [TensorType(x.aval.dtype, x.aval.shape[1:]) for x in leaves]
+        fn, _, captures = trace_flat(per_example, types, f"vmap_bwd_{self.call!r}")
+        size = leaves[0].aval.shape[0]
+        fn, _ = _batch(fn, [True] * len(types) + [False] * len(captures), size,
+                       force=[True] * len(fn.results))
         cts = [None] * len(operands)
-        for i, c in zip(slots, got):
+        for i, c in zip(slots, inline(fn, leaves + list(captures))):
             cts[i] = c
         return tuple(cts)
 
@@ -161,6 +169,10 @@ def custom_vjp_call(lax_, prim, size, args, batched, *, fun, n_in, n_res, call):
         "fun": fun, "n_in": n_in, "n_res": n_res, "call": BatchedCall(call, n_in, n_res)})
 
 
-for _name, _rule in (("scan", scan), ("cond", cond), ("while_loop", while_loop),
-                     ("custom_vjp_call", custom_vjp_call)):
-    PRIMITIVES[_name].batch = _rule
+def install(batch) -> None:
+    """Called once by passes/batching.py with its `batch`: the rules go into the registry."""
+    global _batch
+    _batch = batch
+    for name, rule in (("scan", scan), ("cond", cond), ("while_loop", while_loop),
+                       ("custom_vjp_call", custom_vjp_call)):
+        PRIMITIVES[name].batch = rule
