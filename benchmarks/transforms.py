@@ -11,7 +11,8 @@ Tables:
            on its body (interp, NumPy buffers traced by tracemalloc)
   vmap     per-example gradients of the MLP 784-512-10 over a batch of 256: vmap(grad)
            against a Python loop of grads (and jax.vmap, torch.func.vmap where installed)
-  jac      a 1000x50 Jacobian (the residuals of a curve fit): jacfwd against jacrev
+  jac      a 1000x50 Jacobian (the residuals of a curve fit): jacfwd against jacrev (and
+           jax.jacfwd / jacrev, torch.func.jacfwd / jacrev where installed)
 """
 
 import argparse
@@ -179,6 +180,33 @@ def table_remat(quick):
         print(f"| {'fg.checkpoint(block)' if remat else 'block'} | {stacked} x f64[{steps},32] "
               f"| {fmt_bytes(peak)} | {median_time(g, h0, xs, remat, repeat=3) * 1e3:.1f} ms |")
     assert np.allclose(grads[False], grads[True], rtol=1e-10, atol=1e-12)
+    table_remat_top_level(rng)
+
+
+def table_remat_top_level(rng):
+    """No scan: 8 checkpointed blocks in a row, the recomputation kept apart by the barrier."""
+    ws = [rng.normal(size=(256, 256)) * 0.06 for _ in range(8)]
+
+    def block(h, w):
+        for _ in range(4):
+            h = np.tanh(h @ w)
+        return h
+
+    def loss(x, remat):
+        step = fg.checkpoint(block) if remat else block
+        for w in ws:
+            x = step(x, w)
+        return (x ** 2).sum()
+    x = rng.normal(size=(128, 256))
+    print("\n## value_and_grad of 8 blocks of 4 tanh layers, x f64[128,256], no scan\n")
+    print("| blocks | tanh ops (optimized) | peak memory (interp) | time per call |")
+    print("|---|---|---|---|")
+    for remat in (False, True):
+        g = fg.jit(fg.value_and_grad(loss), backend="interp", static_argnums=(1,))
+        tanh = [op.prim for op in g.lower(x, remat).ir.ops].count("tanh")
+        print(f"| {'fg.checkpoint(block)' if remat else 'block'} | {tanh} "
+              f"| {fmt_bytes(peak_bytes(g, x, remat))} | "
+              f"{median_time(g, x, remat, repeat=3) * 1e3:.1f} ms |")
 
 
 # -- vmap ---------------------------------------------------------------------------------------
@@ -283,8 +311,51 @@ def table_jac(quick):
             ref = out if ref is None else ref
             assert out.shape == (1000, 50) and np.allclose(out, ref, atol=1e-10), name
             repeat = 1 if backend == "eager" else 5
-            print(f"| {name} | {backend} | {median_time(f, theta, t, data, repeat=repeat) * 1e3:.2f}"
-                  f" ms | {first:.2f} s |")
+            took = median_time(f, theta, t, data, repeat=repeat)
+            print(f"| {name} | {backend} | {took * 1e3:.2f} ms | {first:.2f} s |")
+    for name, f in {**_jax_jac(), **_torch_jac()}.items():
+        t0 = time.perf_counter()
+        out = f(theta, t, data)
+        first = time.perf_counter() - t0
+        assert out.shape == (1000, 50) and np.allclose(out, ref, atol=1e-10), name
+        took = median_time(f, theta, t, data, repeat=5)
+        print(f"| {name} | | {took * 1e3:.2f} ms | {first:.2f} s |")
+
+
+def _jax_jac() -> dict:
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        return {}
+    jax.config.update("jax_enable_x64", True)
+
+    def residuals(theta, t, data):
+        p = theta.reshape(10, 5)
+        return (p[:, 0:1] * jnp.exp(-p[:, 1:2] ** 2 * t) * jnp.sin(p[:, 2:3] * t + p[:, 3:4])
+                + p[:, 4:5]).sum(0) - data
+    return {f"jax.jit(jax.{name})": (lambda f: lambda *a: np.asarray(f(*a)))(
+        jax.jit(getattr(jax, name)(residuals))) for name in ("jacfwd", "jacrev")}
+
+
+def _torch_jac() -> dict:
+    try:
+        import torch
+        import torch.func
+    except ImportError:
+        return {}
+
+    def residuals(theta, t, data):
+        p = theta.reshape(10, 5)
+        return (p[:, 0:1] * torch.exp(-p[:, 1:2] ** 2 * t) * torch.sin(p[:, 2:3] * t
+                                                                       + p[:, 3:4])
+                + p[:, 4:5]).sum(0) - data
+
+    def column(jac):
+        f = jac(residuals)
+        return lambda *a: f(*[torch.from_numpy(x) for x in a]).numpy()
+    return {f"torch.func.{name}": column(getattr(torch.func, name))
+            for name in ("jacfwd", "jacrev")}
 
 
 TABLES = {"ops": table_ops, "hessian": table_hessian, "remat": table_remat, "vmap": table_vmap,

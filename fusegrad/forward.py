@@ -21,8 +21,8 @@ import numpy as np
 from . import lax
 from . import numpy as fnp
 from .passes import jvp as jvp_pass
-from .transforms import (chosen_argnums, gc_paused, grad, inline_consumed, replace_args,
-                         trace_inner, unflatten_per_arg, vjp)
+from .transforms import (check_float_leaves, chosen_argnums, gc_paused, grad, inline_consumed,
+                         replace_args, trace_inner, unflatten_per_arg, vjp)
 from .tracer.tracer import inline, is_tracing
 from .tree import flatten, num_leaves, unflatten
 
@@ -192,6 +192,8 @@ def _plain(tree):
 
 def _chosen(fun, args, argnums, has_aux, who):
     nums = chosen_argnums(argnums, len(args), who)
+    for i in nums:
+        check_float_leaves(args[i], i, who)
 
     def f(*xs):
         out = fun(*replace_args(args, nums, xs))

@@ -7,10 +7,14 @@ vjp), and everything custom_vjp supports comes with it: eager, traced and compil
 integer arguments (no cotangent), grad of grad and forward mode (jvp transposes bwd, which is
 linear in g).
 
+bwd reads the arguments and the cotangent through one `optimization_barrier` op (JAX's remat
+does the same): the recomputed ops then read the barrier's outputs, not fun's inputs, so CSE
+cannot merge them into the forward pass's, and they cannot run before the cotangent exists.
+The pipeline drops the barrier after CSE and DCE (passes/lower.py).
+
 Inside a scan body this is what bounds memory: the forward scan stores, per step, only the
 values the body's VJP reads, and the VJP of a checkpointed call reads only its arguments (the
-carry and the x slice), not its intermediates. At the top level of a program the recomputed
-ops are identical to the forward ones, and CSE may merge them again.
+carry and the x slice), not its intermediates.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from __future__ import annotations
 import functools
 
 from .custom import custom_vjp
+from .dispatch import bind
+from .tracer.tracer import Tracer
 from .transforms import vjp
 from .tree import flatten, unflatten
 
@@ -36,6 +42,7 @@ def checkpoint(fun):
     def bwd(args, g):
         leaves, tree = flatten(tuple(args))
         spots = [k for k, x in enumerate(leaves) if _is_float(x)]
+        leaves, g = _barrier(leaves, spots, g)
 
         def of_floats(*xs):
             new = list(leaves)
@@ -49,6 +56,21 @@ def checkpoint(fun):
         return tuple(unflatten(tree, cts))
     remat.defvjp(fwd, bwd)
     return remat
+
+
+def _barrier(leaves, spots, g):
+    """The float leaves and the cotangent through one optimization_barrier, when traced (the
+    eager engine has no passes to shield from, and records ops of one output only)."""
+    g_leaves, g_tree = flatten(g)
+    through = [leaves[k] for k in spots] + g_leaves
+    if not any(isinstance(x, Tracer) for x in through):
+        return leaves, g
+    out = bind("optimization_barrier", *through)
+    out = list(out) if isinstance(out, (tuple, list)) else [out]
+    leaves = list(leaves)
+    for k, x in zip(spots, out):
+        leaves[k] = x
+    return leaves, unflatten(g_tree, out[len(spots):])
 
 
 def _is_float(x) -> bool:

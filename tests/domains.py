@@ -110,6 +110,7 @@ def primitive_cases(d: Domains) -> dict:
         "gelu": (lambda x: lax.gelu(x, False), [d.normal(2, 3)]),
         "gelu_tanh": (lambda x: lax.gelu(x, True), [d.normal(2, 3)]),
         "custom_vjp_call": (custom_mul_sin, [d.normal(2, 3), d.normal(2, 3)]),
+        "optimization_barrier": (lambda x: bind("optimization_barrier", x), [d.normal(2, 3)]),
         # -- special functions (issue 14, SciPy): the host primitives of ir/special.py
         "polygamma": (fnp_special.digamma, [d.positive(2, 3)]),
         "polygamma_2": (lambda x: fnp_special.polygamma(2, x), [d.positive(2, 3)]),

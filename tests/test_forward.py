@@ -223,3 +223,21 @@ def test_bad_tangents_name_the_argument():
         fg.jvp(f, (X,), (T, T))
     with pytest.raises(TypeError, match="tangent of argument 0 has another tree structure"):
         fg.jvp(lambda d: d["a"], ({"a": X},), ({"b": X},))
+    with pytest.raises(ValueError, match=r"tangent of argument 1 has shape \[4\], .* \(at "):
+        fg.jit(lambda x, t: fg.jvp(lambda a, b: a * b, (x, x), (t, np.ones(4))),
+               backend="interp")(X, T)
+    with pytest.raises(ValueError, match=r"linearize's f_jvp: the tangent of argument 0 has "
+                                         r"shape \[4\]"):
+        fg.linearize(f, X)[1](np.ones(4))
+
+
+def test_bad_jacobian_arguments_name_the_argument():
+    def f(a, n):
+        return a * n
+    for jac in ("jacfwd", "jacrev"):
+        with pytest.raises(TypeError, match=f"{jac} requires floating-point inputs, got int64 "
+                                            f"for argument 1"):
+            getattr(fg, jac)(f, argnums=(0, 1))(X, np.arange(3))
+        with pytest.raises(ValueError, match=f"{jac}: argnums=2 names argument 2, but the "
+                                             f"function was called with 2 positional"):
+            getattr(fg, jac)(f, argnums=2)(X, 2)

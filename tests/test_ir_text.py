@@ -208,6 +208,18 @@ def sorting_fn():
 ALL_SAMPLES.append(sorting_fn)
 
 
+def barrier_fn():
+    """fg.checkpoint's optimization_barrier: several operands of several types, as many
+    results."""
+    b = Builder("barrier")
+    x, n = b.param(T("f64", 3, 4), "x"), b.param(T("i64", 2), "n")
+    y, m = b.add("optimization_barrier", [x, n], loc="ck.py:3")
+    return b.build([b.add1("tanh", [y], loc="ck.py:4"), m])
+
+
+ALL_SAMPLES.append(barrier_fn)
+
+
 def rnn_fn():
     """A scan (issue 15): its body is a nested Function, printed as a region under the op."""
     s = Builder("step")

@@ -231,6 +231,20 @@ def test_math_heavy_big_arrays_and_short_fast_functions_stay_with_numba():
     np.testing.assert_allclose(scalar(0.5)[0], np.sin(0.5) * 0.5 + np.exp(-0.25), rtol=1e-15)
 
 
+def test_big_broadcasts_go_to_numba():
+    """A jacrev's pullback mapped over an identity multiplies by broadcasts of 10**6 elements,
+    which nests would write out and Numba's kernels fold into their loads."""
+    def residuals(p, t):
+        return np.exp(-p[:, :1] ** 2 * t) * np.sin(p[:, 1:] * t)
+    p, t = np.linspace(0.1, 1.0, 20).reshape(10, 2), np.linspace(0.0, 5.0, 100)
+    f = fg.jit(fg.jacrev(residuals), backend="numba", tiered=False)
+    assert not nests.preferred(f.lower(p, t).ir)
+    eps, e = 1e-6, np.zeros((10, 2))
+    e[3, 1] = eps
+    fd = (residuals(p + e, t) - residuals(p - e, t)) / (2 * eps)
+    np.testing.assert_allclose(f(p, t)[..., 3, 1], fd, rtol=1e-7, atol=1e-9)
+
+
 def test_the_path_can_be_turned_off(monkeypatch, short_too):
     monkeypatch.setattr(nests, "ENABLED", False)
     f = fg.jit(lambda x: np.sum(x * x, axis=0), backend="numba")

@@ -528,7 +528,7 @@ def test_optimize_of_ten_thousand_ops_runs():
 # ---------------------------------------------------------------- the pipeline on traced programs
 
 def test_pass_order():
-    assert [name for name, _ in PASSES] == ["lower", "simplify", "cse", "dce"]
+    assert [name for name, _ in PASSES] == ["lower", "simplify", "cse", "dce", "lower_barriers"]
 
 
 def _mlp(x, w):

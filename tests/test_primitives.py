@@ -165,6 +165,8 @@ CASES = [
     ("gelu", lambda x: lax.gelu(x, False), (X,),
      lambda x: 0.5 * x * (1 + special.erf(x / math.sqrt(2)))),
     ("custom_vjp_call", _custom_tanh, (X,), np.tanh),
+    ("optimization_barrier", lambda x: bind("optimization_barrier", x) * 2, (X,),
+     lambda x: x * 2),
     # -- special functions (issue 14, SciPy)
     ("lgamma", lax.lgamma, (3 * X,), special.gammaln),
     ("gamma", lax.gamma, (3 * X,), special.gamma),

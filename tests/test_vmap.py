@@ -78,3 +78,12 @@ def test_bad_axes_name_the_argument():
         fg.vmap(np.sin, in_axes=None)(X)
     with pytest.raises(ValueError, match="mapped output .* but out_axes is None"):
         fg.vmap(np.sin, out_axes=None)(X)
+    with pytest.raises(ValueError, match="out_axes=2 is out of range for output leaf 0 of "
+                                         "rank 2"):
+        fg.vmap(np.sin, out_axes=2)(X)
+    with pytest.raises(ValueError, match="in_axes specification for argument 0 must be a "
+                                         "tree prefix of the argument"):
+        fg.vmap(lambda d: d["a"], in_axes=({"b": 0},))({"a": X})
+    with pytest.raises(ValueError, match="map argument 0 along axis -3, which implies that its "
+                                         "rank should be at least 3"):
+        fg.vmap(np.sin, in_axes=-3)(X)

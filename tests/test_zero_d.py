@@ -142,6 +142,7 @@ CASES = {
     "cond": (lambda p, x: lax.cond(p, lambda a: a * 2.0, lambda a: a - 1.0, x),
              [np.bool_(True), _x()]),
     "custom_vjp_call": (_custom, [_x(), _x(-0.4)]),
+    "optimization_barrier": (lambda x: bind("optimization_barrier", x) * x, [_x()]),
     "ode_solve": (lambda k, y0: bind("ode_solve", lax.reshape(y0, (1,)), np.array([0.0, 0.5]),
                                      k, **ODE), [_x(), _x(1.5)]),
 }

@@ -12,3 +12,9 @@ def custom_vjp_call(g, out, *xs, fun, n_in, n_res, call):
     residuals and outputs, so no gradient goes through fwd's own ops to the output. The eager
     node saves only the residuals (fusegrad/custom.py records it)."""
     return call.vjp(g, xs)
+
+
+@_vjp("optimization_barrier", "OptimizationBarrierBackward", reads="")
+def optimization_barrier(g, out, *xs):
+    """The identity's: each cotangent passes through."""
+    return tuple(g) if isinstance(g, (tuple, list)) else (g,)

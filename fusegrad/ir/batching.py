@@ -6,9 +6,13 @@ outputs, each with the batch axis first, given the operands (`batched[i]` says w
 has it; the others are the same for every example). Rules are written with the `lax` module
 they are passed, as lowerings are, so this package imports nothing above it.
 
-A primitive whose entry says FALLBACK (gathers and scatters, the linear algebra and special
-functions computed by host steps, control flow, custom_vjp) is batched by passes/batching.py
-as a scan over the batch that runs the op once per example, with one warning naming it.
+Gathers with batched indices become take_along_axis and scatter_add_along_axis over the
+batch; the linear algebra of host steps already maps over leading axes, and the special
+functions computed by host steps are elementwise. The ops holding Functions (scan, cond,
+while_loop, custom_vjp_call) get their rules from passes/batching_control.py, which batches
+their bodies. A primitive whose entry says FALLBACK (ode_solve) is batched by
+passes/batching.py as a scan over the batch that runs the op once per example, with one
+warning naming it.
 """
 
 from __future__ import annotations
@@ -104,6 +108,74 @@ def matmul(lax, prim, size, args, batched):
     return lax.bind("matmul", *_all_batched(lax, size, args, batched))
 
 
+def _moveaxis(lax, x, src, dst):
+    perm = [i for i in range(len(x.shape)) if i != src]
+    perm.insert(dst, src)
+    return lax.transpose(x, tuple(perm))
+
+
+def _spread_index(lax, idx, size, pre, post):
+    """Batched indices [B, I...] flattened to [B, K] and broadcast over the batched operand's
+    other axes: [B, pre..., K, post...], the index array of an along-axis gather or scatter."""
+    k = _prod(idx.shape[1:])
+    shape = (size,) + tuple(pre) + (k,) + tuple(post)
+    return lax.broadcast_in_dim(lax.reshape(idx, (size, k)), shape, (0, len(pre) + 1))
+
+
+def take(lax, prim, size, args, batched, *, axis):
+    x, idx = args
+    axis = axis % (len(x.shape) - batched[0])
+    if not batched[1]:
+        return lax.take(x, idx, axis + 1)
+    if not batched[0]:      # x shared: one gather, the batch axis of idx moved to the front
+        return _moveaxis(lax, lax.take(x, idx, axis), axis, 0)
+    pre, post = x.shape[1:axis + 1], x.shape[axis + 2:]
+    out = lax.take_along_axis(x, _spread_index(lax, idx, size, pre, post), axis + 1)
+    return lax.reshape(out, (size,) + tuple(pre) + tuple(idx.shape[1:]) + tuple(post))
+
+
+def take_along_axis(lax, prim, size, args, batched, *, axis):
+    x, idx = _all_batched(lax, size, args, batched)
+    return lax.take_along_axis(x, idx, _axis(axis, len(x.shape) - 1))
+
+
+def scatter_add(lax, prim, size, args, batched, *, axis, shape):
+    idx, g = args
+    axis = axis % len(shape)
+    out_shape = (size,) + tuple(shape)
+    if not batched[1]:
+        g = lift(lax, size, g)
+    if not batched[0]:
+        return lax.scatter_add(idx, g, axis + 1, out_shape)
+    pre, post = shape[:axis], shape[axis + 1:]
+    index = _spread_index(lax, idx, size, pre, post)
+    return lax.scatter_add_along_axis(index, lax.reshape(g, index.shape), axis + 1, out_shape)
+
+
+def scatter_add_along_axis(lax, prim, size, args, batched, *, axis, shape):
+    idx, g = _all_batched(lax, size, args, batched)
+    return lax.scatter_add_along_axis(idx, g, _axis(axis, len(shape)), (size,) + tuple(shape))
+
+
+def stacks(lax, prim, size, args, batched, **params):
+    """Linear algebra on stacks of matrices: the batch axis is one more leading axis."""
+    return lax.bind(prim, *_all_batched(lax, size, args, batched), **params)
+
+
+def require_zero(lax, prim, size, args, batched, *, shape, message):
+    return lax.bind(prim, args[0], shape=(size,) + tuple(shape), message=message)
+
+
+def cross_entropy(lax, prim, size, args, batched):
+    """Per example: the mean over rows of -log_softmax(logits)[i, target_i]."""
+    logits, targets = _all_batched(lax, size, args, batched)
+    n = logits.shape[1]
+    picked = lax.take_along_axis(lax.bind("log_softmax", logits, axis=2),
+                                 lax.reshape(targets, (size, n, 1)), 2)
+    total = lax.reduce_sum(picked, (1, 2))
+    return lax.div(lax.neg(total), lax.full((size,), float(n), total.dtype))
+
+
 def _prod(shape) -> int:
     n = 1
     for d in shape:
@@ -121,7 +193,14 @@ BY_NAME = {
     "log_softmax": along_axis, "logsumexp": logsumexp, "layer_norm": same_params,
     "gelu": same_params, "broadcast_in_dim": broadcast_in_dim, "reshape": reshape,
     "transpose": transpose, "slice": slice, "pad": pad, "concatenate": concatenate, "rev": rev,
-    "matmul": matmul,
+    "matmul": matmul, "take": take, "take_along_axis": take_along_axis,
+    "scatter_add": scatter_add, "scatter_add_along_axis": scatter_add_along_axis,
+    "argsort": along_axis, "argpartition": along_axis, "require_zero": require_zero,
+    "cross_entropy": cross_entropy, "optimization_barrier": elementwise,
+    **{name: stacks for name in ("solve", "triangular_solve", "cholesky", "eigh", "svd", "qr",
+                                 "slogdet", "expm")},
+    **{name: elementwise for name in ("polygamma", "erfinv", "erfcinv", "log_ndtr", "i0", "i1",
+                                      "i0e", "i1e")},
 }
 
 

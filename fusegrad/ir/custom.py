@@ -53,3 +53,29 @@ define("custom_vjp_call", "composite", _custom_vjp_call_rule, _identity,
                "the identity on y…; its VJP calls the user's bwd on r… and the cotangents "
                "of y…, and gives cotangents to x… only (`fusegrad.custom_vjp`). Lowered "
                "away before fusion"))
+
+
+# -- optimization_barrier: what fg.checkpoint's recomputation reads ---------------------------
+
+def _barrier_rule(prim, *types):
+    if not types:
+        fail(prim, "needs at least one operand")
+    return tuple(types)
+
+
+def _barrier(*operands):
+    return operands[0] if len(operands) == 1 else tuple(operands)
+
+
+def _lower_barrier(lax, *operands):
+    return tuple(operands)
+
+
+define("optimization_barrier", "composite", _barrier_rule, _barrier, lower=_lower_barrier,
+       section=SECTION,
+       doc=Doc("x… (any types)", "", "x…'s types",
+               "the identity on x… (`jax.lax.optimization_barrier`), opaque to the "
+               "optimization passes: ops computed from its outputs are not merged (CSE) with "
+               "the same ops on its operands. fg.checkpoint's backward pass reads the "
+               "arguments and the cotangent through one, so the recomputation stays a "
+               "recomputation; the pipeline removes it after CSE and DCE"))

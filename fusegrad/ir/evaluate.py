@@ -11,6 +11,7 @@ module while primitives.py imports control.py.
 from __future__ import annotations
 
 import operator
+import weakref
 
 import numpy as np
 
@@ -78,7 +79,8 @@ def eval_function(fn, args, hosts=None) -> list:
 
     for p, a in zip(fn.params, args, strict=True):
         write(p, a)
-    for op in fn.ops:
+    deaths = _deaths(fn)
+    for op, dead in zip(fn.ops, deaths):
         try:
             host = hosts.get(op)
             out = host(*[read(v) for v in op.inputs]) if host else \
@@ -90,4 +92,30 @@ def eval_function(fn, args, hosts=None) -> list:
         else:
             for v, x in zip(op.outputs, out, strict=True):
                 write(v, x)
+        for v in dead:
+            del env[v]
     return [read(r) for r in fn.results]
+
+
+_DEATHS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _deaths(fn) -> list:
+    """Per op of fn, the values no later op reads and fn does not return: the interpreter lets
+    go of them once the op ran, so its peak memory is the live values', as compiled code's."""
+    cached = _DEATHS.get(fn)
+    if cached is not None and cached[0] == len(fn.ops):   # not appended to since
+        return cached[1]
+    last = {}
+    for i, op in enumerate(fn.ops):
+        for v in (*op.inputs, *op.outputs):
+            last[v] = i
+    for p in fn.params:
+        last.setdefault(p, 0)
+    per_op: list = [[] for _ in fn.ops]
+    keep = set(fn.results)
+    for v, i in last.items():
+        if v not in keep and per_op:
+            per_op[i].append(v)
+    _DEATHS[fn] = (len(fn.ops), per_op)
+    return per_op

@@ -20,17 +20,19 @@ from ..ir.core import Function, Op, Value
 from ..ir.primitives import PRIMITIVES
 from ..ir.types import TensorType
 from ..tracer.tracer import TraceContext, Tracer
+from .batching_control import install as _install_control
 
 _warned: set = set()
 
 
-def batch(fn: Function, batched: Sequence[bool], size: int,
-          name: str | None = None) -> tuple[Function, list[bool]]:
+def batch(fn: Function, batched: Sequence[bool], size: int, name: str | None = None,
+          force: Sequence[bool] | None = None) -> tuple[Function, list[bool]]:
     """fn with the params where `batched` is true taking a leading axis of `size` examples.
 
     Returns the new Function (same params, the batched ones retyped; same results, the ones
     that depend on a batched param with the batch axis first) and, per result, whether it is
-    batched.
+    batched. A result whose `force` flag is true is batched in any case (lifted if it does not
+    depend on a batched param), as a loop body's carries must be.
     """
     with TraceContext(name or f"vmap_{fn.name}") as ctx:
         b = ctx.builder
@@ -54,6 +56,10 @@ def batch(fn: Function, batched: Sequence[bool], size: int,
             env.update(zip(op.outputs, outs))
             on.update(outs)
         results = [env.get(r, r) for r in fn.results]
+        for i, flag in enumerate(force or ()):
+            if flag and results[i] not in on:
+                results[i] = lift_result(ctx, results[i], size)
+                on.add(results[i])
     return b.build(results), [r in on for r in results]
 
 
@@ -93,3 +99,6 @@ def _scan_over_batch(ctx, op: Op, ins, flags, size) -> list[Value]:
 def lift_result(ctx, value: Value, size: int) -> Value:
     """An unbatched result with the batch axis added."""
     return ctx.read(lift(lax, size, Tracer(value, ctx)))
+
+
+_install_control(batch)   # the rules of the ops holding Functions, which call batch

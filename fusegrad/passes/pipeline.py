@@ -10,7 +10,7 @@ import os
 from ..ir.verify import verify
 from .cse import cse
 from .dce import dce
-from .lower import lower
+from .lower import lower, lower_barriers
 from .simplify import simplify
 
 PASSES: list = [           # (name, Function -> Function), in order
@@ -18,6 +18,7 @@ PASSES: list = [           # (name, Function -> Function), in order
     ("simplify", simplify),
     ("cse", cse),
     ("dce", dce),
+    ("lower_barriers", lower_barriers),
 ]
 
 
