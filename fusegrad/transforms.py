@@ -306,7 +306,9 @@ def _traced_value_and_grad(fun, args, kwargs, nums, has_aux, who):
     fn, out_tree, trees, inputs = trace_inner(inner, [args[i] for i in nums],
                                                f"{who}_{_name(fun)}")
     n = sum(num_leaves(t) for t in trees)
-    outs = inline_consumed(autodiff.vjp(fn, range(n), outputs=(0,)), inputs)
+    captured: list = []             # what a custom_vjp bwd closes over (autodiff.vjp)
+    back = autodiff.vjp(fn, range(n), outputs=(0,), captures=captured)
+    outs = inline_consumed(back, inputs + captured)
     value, aux = unflatten(out_tree, outs[:len(fn.results)])
     return value, aux, unflatten_per_arg(trees, outs[len(fn.results):])
 
@@ -334,14 +336,14 @@ def _traced_vjp(fun, primals):
     fn, out_tree, trees, inputs = trace_inner(fun, primals, f"vjp_{_name(fun)}")
     n_params = sum(num_leaves(t) for t in trees)
     out = unflatten(out_tree, inline(fn, inputs))
-    cache = []
+    cache, captured = [], []
 
     def vjp_fn(cotangent):
         if not cache:
             cache.append(autodiff.vjp(fn, range(n_params), range(len(fn.results)),
-                                      cotangent_params=True))
+                                      cotangent_params=True, captures=captured))
         cts = _cotangent_leaves(cotangent, out_tree, fn.result_types)
-        outs = inline(cache[0], inputs + cts)
+        outs = inline(cache[0], inputs + cts + captured)
         return tuple(unflatten_per_arg(trees, outs[len(fn.results):]))
     return out, vjp_fn
 

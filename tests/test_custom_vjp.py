@@ -522,3 +522,42 @@ def test_defvjp_missing_or_misused():
     with pytest.raises(TypeError, match="pass the arguments positionally"):
         h(x=1.0)
     assert fg.grad(h)(3.0) == 1.0
+
+
+def scaled_sine_loss(x, k):
+    """A custom_vjp whose bwd closes over k, an argument of the jitted function that is not
+    differentiated: its backward pass reads k from the enclosing trace."""
+    @fg.custom_vjp
+    def f(x):
+        return np.sin(x) * k
+
+    def fwd(x):
+        return f(x), np.cos(x)
+
+    def bwd(cos, g):
+        return (g * cos * k,)
+    f.defvjp(fwd, bwd)
+    return np.sum(f(x))
+
+
+@pytest.mark.parametrize("backend", ("eager",) + BACKENDS)
+def test_a_bwd_closing_over_an_argument_of_the_jitted_function(backend):
+    x = np.linspace(-1, 2, 5)
+    want = 3.0 * np.cos(x)
+    np.testing.assert_allclose(fg.jit(fg.grad(scaled_sine_loss), backend=backend)(x, 3.0), want,
+                               rtol=1e-14)
+    value, pullback = fg.vjp(lambda x: scaled_sine_loss(x, 3.0), x)
+    np.testing.assert_allclose(pullback(2.0)[0], 2 * want, rtol=1e-14)
+    per_example = fg.jit(fg.vmap(fg.grad(scaled_sine_loss), in_axes=(0, None)),
+                         backend=backend)(np.stack([x, 2 * x]), 3.0)
+    np.testing.assert_allclose(per_example, [want, 3.0 * np.cos(2 * x)], rtol=1e-14)
+
+
+def test_vjp_of_a_bwd_closing_over_a_jitted_argument():
+    x = np.linspace(-1, 2, 5)
+
+    def pulled(x, k):
+        _, pullback = fg.vjp(lambda x: scaled_sine_loss(x, k), x)
+        return pullback(1.0)[0]
+    np.testing.assert_allclose(fg.jit(pulled, backend="interp")(x, 3.0), 3 * np.cos(x),
+                               rtol=1e-14)

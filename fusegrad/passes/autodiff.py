@@ -33,7 +33,8 @@ from ..tracer.tracer import TraceContext, Tracer
 
 
 def vjp(fn: Function, wrt: Sequence[int], outputs: Sequence[int] = (0,),
-        cotangent_params: bool = False, name: str | None = None) -> Function:
+        cotangent_params: bool = False, name: str | None = None,
+        captures: list | None = None) -> Function:
     """Append the backward pass of `fn` for the params at positions `wrt`.
 
     Args:
@@ -44,6 +45,10 @@ def vjp(fn: Function, wrt: Sequence[int], outputs: Sequence[int] = (0,),
             must be a floating-point scalar (the seed is 1). True appends one param per chosen
             result, its cotangent (same type), after fn's params: a general VJP.
         name: the new Function's name (default `vjp_<fn.name>`).
+        captures: where a rule that runs user code (custom_vjp's bwd) reads a value of an
+            enclosing trace that fn does not hold (bwd closing over an argument of the jitted
+            function), the new Function gets one more param for it, after all others, and the
+            outer value is appended here for the caller to pass. None: such a read raises.
 
     Returns:
         A Function with fn's params (plus the cotangent params), whose results are fn's results
@@ -58,6 +63,14 @@ def vjp(fn: Function, wrt: Sequence[int], outputs: Sequence[int] = (0,),
         seeds = _seeds(ctx, fn, outputs, cotangent_params)
         cts = _backward(ctx, forward, active, seeds, names)
         grads = [_grad_of(ctx, fn.params[i], cts, names) for i in wrt]
+    if ctx.captures:
+        if captures is None:
+            raise ValueError(
+                f"the backward pass of {fn.name} reads a traced value from outside it (a "
+                f"custom_vjp bwd closing over a variable of an enclosing fg.jit or transform) "
+                f"where that cannot be passed in; pass the value to the function as an "
+                f"argument instead")
+        captures.extend(outer for outer, _ in ctx.captures)
     return ctx.builder.build(list(fn.results) + grads)
 
 
