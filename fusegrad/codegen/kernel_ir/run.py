@@ -7,8 +7,9 @@ nests.py does, and for the same measured reasons). The entry takes the table of 
 objects themselves ([arena, params..., results..., constants...]) and an int64 status cell,
 and returns 0 or the number of the error a Raise met; the runner raises it. Host steps
 (nodes.Host) split the program: each run of groups between them is an entry of its own, and
-the runner calls entries and host steps (host.py) in order on the same table of arrays. status[1] says whether parallel loops may use OpenBLAS's threads on this call: only while
-the machine's load (os.getloadavg, over the last minute) leaves a core idle. A fork-join waits
+the runner calls entries and host steps (host.py) in order on the same table of arrays.
+status[1] says whether parallel loops may use OpenBLAS's threads on this call: only while the
+machine's load (os.getloadavg, over the last minute) leaves a core idle. A fork-join waits
 for its slowest part, and a part queued behind another process's timeslice costs milliseconds
 (W5 ran 2.3x slower on threads than serially on this 2-core machine under a load of 8); the
 bits are the same either way.
@@ -57,10 +58,17 @@ def source(program, data_offset: int, hot_loops: int = HOT_LOOPS) -> tuple:
     for g in sorted(range(len(program.groups)), key=lambda g: -program.work[g]):
         if program.work[g] < HOT_ELEMENTS or loops[g] > budget:
             break
+        if program.hot and not program.hot[g]:
+            continue
         hot.add(g)
         budget -= loops[g]
     names, texts = itertools.count(), {True: [], False: []}
     entries, hot_names, count = [], [], itertools.count()
+    for name, fn in program.functions.items():       # at O2, called from either module
+        definition, declaration = render.scalar_function(name, fn)
+        texts[True].append(definition)
+        texts[False].append(declaration)
+        hot_names.append(name)
     for gs in (s for s in steps(program) if isinstance(s, list)):
         parts: list = []                 # (is hot, [group indices], lines)
         for g in gs:
