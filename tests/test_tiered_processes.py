@@ -154,9 +154,9 @@ def test_a_killed_worker_leaves_the_function_on_the_interpreter(tiered_on, monke
     right on the interpreter, and the next compile starts a new worker."""
     real = worker_module.Worker.compile
 
-    def killed(self, fn, nests_ok):
+    def killed(self, fn):
         os.kill(self.proc.pid, signal.SIGKILL)
-        return real(self, fn, nests_ok)
+        return real(self, fn)
     monkeypatch.setattr(worker_module.Worker, "compile", killed)
     f = fg.jit(_loss(10))
     f(X32)

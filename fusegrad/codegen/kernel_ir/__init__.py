@@ -13,7 +13,8 @@ memory plan, before any text exists, and rendered through a table (llvm.py) to L
     cover.py    which ops have a form here (`covers`), which run as host steps (`is_host`)
     rewrite.py  rewrites of the IR to itself: accumulators in registers, sums in lanes,
                 parallel loops, small loops unrolled
-    llvm.py     the LLVM renderer; run.py compiles it with llvmlite and calls it
+    outline.py  which groups are hot; scalar Functions the other groups call
+    llvm.py     the LLVM renderer; run.py compiles it (jit.py: llvmlite) and calls it
 
 `covers(fn)` says whether every op of fn has a form here, or names the first that has not.
 """
@@ -36,13 +37,13 @@ def compile_kernel_ir(fn, compile_fn=None, rewrite: bool = True):
     Functions of control flow that stays a host step (compile.py passes compile_numba, which
     chooses their path); without it they run on the interpreter. rewrite=False skips
     rewrite.optimize."""
-    from .. import nests
+    from .jit import DATA_OFFSET
     from .rewrite import optimize
     from .run import compile_program
     program, plan = build(fn, Plan(fn))
     if rewrite:
         optimize(program)
-    return compile_program(program, plan, nests.DATA_OFFSET, compile_fn or _interpreted)
+    return compile_program(program, plan, DATA_OFFSET, compile_fn or _interpreted)
 
 
 def _interpreted(fn, scan=None):
