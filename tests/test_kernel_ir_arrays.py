@@ -219,7 +219,7 @@ def test_calls_from_many_threads_agree():
             assert a.tobytes() == b.tobytes()
 
 
-def test_math_heavy_big_arrays_take_the_path_and_short_functions_stay_with_numba():
+def test_big_arrays_take_the_path_and_short_or_math_heavy_functions_stay_with_numba():
     def w1(x, w, b):
         return np.sum(np.tanh(x * w + b) / (1.0 + np.exp(-x)))
     big = np.linspace(-1.0, 1.0, 200_000)
@@ -228,6 +228,9 @@ def test_math_heavy_big_arrays_take_the_path_and_short_functions_stay_with_numba
     got = heavy(big, big, big)
     want = fg.jit(fg.grad(w1, argnums=(0, 1, 2)), backend="interp")(big, big, big)
     _assert_close(got, want, rtol=1e-13, atol=1e-15)
+    huge = np.linspace(-1.0, 1.0, 1 << 20)         # W1's size: choose.math_heavy
+    ir = fg.jit(fg.grad(w1, argnums=(0, 1, 2)), backend="interp").lower(huge, huge, huge).ir
+    assert choose.choose(ir)[0] == "numba"
     args = _mlp_args(batch=256, d=100, h=128, k=10)
     assert choose.choose(fg.jit(fg.grad(mlp), backend="numba").lower(*args).ir)[0] == \
         "kernel_ir"

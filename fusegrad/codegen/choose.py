@@ -6,8 +6,8 @@ the compile worker ask for.
                     compiled in place); a scan body that stays a host step, run from
                     Python each step
     glue            control flow compiled, a little glue around it on the interpreter
-    numba           generated Numba source: short f64 functions (`short`), and what the
-                    kernel IR lacks
+    numba           generated Numba source: short f64 functions (`short`), f64 math on
+                    many elements (`math_heavy`), and what the kernel IR lacks
 
 `choose` returns (path, reason); compile_numba logs both under FUSEGRAD_LOG=compile.
 """
@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 
 from ..ir.control import nested
+from ..ir.primitives import PRIMITIVES
 from . import kernel_ir, loops
 
 KERNEL_IR = os.environ.get("FUSEGRAD_KERNEL_IR", "1") != "0"
@@ -53,14 +54,32 @@ def short(ir) -> bool:
         if op.outputs) <= SHORT_ELEMENTS
 
 
+# An f64 program whose transcendental math (the registry's `libm` primitives) covers at least
+# MATH_ELEMENTS elements goes to Numba: benchmarks/run.py's W1 (tanh and sigmoid of 10**6
+# elements) runs in 5.8 ms there and 11.7 ms through the kernel IR on one thread (its mathlib
+# tanh and logistic in LLVM's vectorized loop, and the value's sum a second pass), 6.1 ms on
+# two, which it takes only while a core is idle. At 10**4 elements the kernel IR is twice as
+# fast (68 us against 150).
+MATH_ELEMENTS = 1 << 19
+
+
+def math_heavy(ir) -> bool:
+    """Whether ir's transcendental elementwise ops visit at least MATH_ELEMENTS elements."""
+    return sum(op.out.type.size for op in ir.ops
+               if PRIMITIVES[op.prim].libm is not None) >= MATH_ELEMENTS
+
+
 def choose(ir, scan=None) -> tuple:
     """(path, reason) for compiling ir (a scan body when scan is (num_consts, num_carry))."""
     why_not = kernel_ir.covers(ir) if KERNEL_IR else "it all: it is off (FUSEGRAD_KERNEL_IR=0)"
     special = _needs_numba_today(ir)
-    if why_not is None and special is None and scan is None and short(ir) and \
+    if why_not is None and special is None and scan is None and \
             os.environ.get("FUSEGRAD_KERNEL_IR") != "all" and \
             not any(nested(op) for op in ir.ops):
-        return "numba", "a short f64 function: Numba's entry costs less a call"
+        if short(ir):
+            return "numba", "a short f64 function: Numba's entry costs less a call"
+        if math_heavy(ir):
+            return "numba", "f64 math on many elements: Numba's loops run it faster"
     if scan is not None:
         if why_not is None:
             return "kernel_ir", "a scan body (of a host step), run from Python each step"
