@@ -14,7 +14,6 @@ import numpy as np
 
 _LOCK = threading.Lock()
 _ENGINES: list = []
-MEMORY_CHECKS = 128
 
 
 def machine_code(text: str, names: list, opt: int = 0, fast_isel: bool = False) -> list:
@@ -28,11 +27,6 @@ def machine_code(text: str, names: list, opt: int = 0, fast_isel: bool = False) 
         if not _ENGINES:                  # the first compile in this process
             llvm.initialize_native_target()
             llvm.initialize_native_asmprinter()
-            # A fused loop reads and writes many arrays the entry loads from its table, which
-            # LLVM cannot prove apart: its vectorizer checks their overlap at run time, but by
-            # default gives up past 8 checks (W1's gradient loop has 7 arrays: scalar, 6x
-            # slower). Raising the limit costs one compare per pair, once per loop.
-            llvm.set_option("", f"-runtime-memory-check-threshold={MEMORY_CHECKS}")
         # The option is process-wide, so it is set under the lock for each compile; it only
         # decides level 0 (Numba's code is built at 3).
         llvm.set_option("", f"-fast-isel={'true' if fast_isel else 'false'}")
