@@ -175,10 +175,11 @@ def _store(part, s):
 
 
 def _loop(part, s):
-    from .. import pool
-    if s.parallel and pool.AVAILABLE:
-        _parallel(part, s, pool._BOUND[0])
-        return
+    if s.parallel:
+        from .. import pool_bind as pool        # OpenBLAS's pool, without Numba
+        if pool.AVAILABLE:
+            _parallel(part, s, pool._BOUND[0])
+            return
     before, head, done = part.current, part.fresh("h")[1:], part.fresh("x")[1:]
     following, more = part.fresh(), part.fresh()
     part.lines += [f"  br label %{head}", f"{head}:"]
