@@ -139,7 +139,8 @@ def versions() -> str:
 
     from . import blas, pool
     helpers = [(_HERE / name) for name in ("support.py", "mathlib.py", "mathlib_ops.py",
-                                           "mathlib_arc.py", "blas.py", "cblas.py", "pool.py")]
+                                           "mathlib_arc.py", "math_tables.py", "blas.py",
+                                           "cblas.py", "pool.py", "pool_bind.py")]
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in helpers if p.exists()))
     return (f"fusegrad {version.__version__}, numba {numba.__version__}, numpy {np.__version__},"
             f" python {sys.version.split()[0]}, helpers {digest.hexdigest()[:16]},"

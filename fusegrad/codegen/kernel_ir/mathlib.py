@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .tables import _F32, _F64
+from ..math_tables import _F32, _F64
 
 _LAYOUT = {"f64": ("i64", 52, 1023), "f32": ("i32", 23, 127)}
 
