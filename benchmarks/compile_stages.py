@@ -5,8 +5,8 @@
 Each program runs in a fresh child with empty FUSEGRAD_CACHE_DIR and NUMBA_CACHE_DIR and
 tiered execution off. The child wraps fusegrad's stage functions with timers: trace
 (api.trace_signature), passes (passes.pipeline.optimize), fusion (fuse and plan_memory), source
-(ModuleSource.build), Numba (compile.load_module), and fusegrad's own LLVM, its text and
-machine code (straight.compile_straight, straight_loops.compile_scan, nests.compile_nests);
+(ModuleSource.build), Numba (compile.load_module), and the kernel IR: built (kernel_ir.build),
+rewritten (rewrite.optimize), rendered (run.source) and compiled by LLVM (jit.machine_code);
 "other" is the rest of the first call, mostly entry segments Numba compiles on their first
 run. Nested bodies add into the same stages.
 """
@@ -22,7 +22,8 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-STAGES = ("trace", "passes", "fusion", "source", "numba", "own LLVM")
+STAGES = ("trace", "passes", "fusion", "source", "numba", "kir build", "kir rewrite",
+          "kir render", "LLVM")
 
 
 def child(name):
@@ -32,9 +33,9 @@ def child(name):
     import fusegrad.api as api
     import fusegrad.codegen.compile as compile_
     import fusegrad.codegen.emit as emit
-    import fusegrad.codegen.nests as nests
-    import fusegrad.codegen.straight as straight
-    import fusegrad.codegen.straight_loops as straight_loops
+    import fusegrad.codegen.kernel_ir as kernel_ir
+    import fusegrad.codegen.kernel_ir.rewrite as rewrite
+    import fusegrad.codegen.kernel_ir.run as run
     import fusegrad.passes.pipeline as pipeline
     spent = collections.Counter()
 
@@ -53,9 +54,9 @@ def child(name):
                                (compile_, "fuse", "fusion"), (compile_, "plan_memory", "fusion"),
                                (emit.ModuleSource, "build", "source"),
                                (compile_, "load_module", "numba"),
-                               (straight, "compile_straight", "own LLVM"),
-                               (straight_loops, "compile_scan", "own LLVM"),
-                               (nests, "compile_nests", "own LLVM")):
+                               (kernel_ir, "build", "kir build"),
+                               (rewrite, "optimize", "kir rewrite"),
+                               (run, "source", "kir render"), (run, "machine_code", "LLVM")):
         timed(owner, attr, stage)
     result = compile_time.child(name, "fusegrad")
     return {"first": result["first"], "ok": result["ok"], **spent,

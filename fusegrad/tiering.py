@@ -14,9 +14,8 @@ compiles it. Functions that need Numba compile in the slot's worker process (cod
 Numba is imported there once, and its seconds of Python do not share the caller's GIL); the
 slot thread then loads the module from the disk cache. Functions that compile with llvmlite
 alone (codegen.compile.without_numba) compile in the slot thread: llvmlite releases the GIL.
-A loop-nest function that Numba would run notably faster (nests.numba_later) is queued once
-more, behind every first compile, for Numba. FUSEGRAD_COMPILE_WORKERS=0 compiles in the
-calling thread, on the second call, with no second tier.
+There is one compile, no second tier: the kernel IR's math is vectorized mathlib, as Numba's
+is. FUSEGRAD_COMPILE_WORKERS=0 compiles in the calling thread, on the second call.
 
 Nothing outlives its use: the queue holds weak references (a compile whose jitted function was
 garbage-collected is dropped, as a redefined notebook function's is), a slot idle for
@@ -120,13 +119,12 @@ class Tiered:
     def compile(self, worker, leaves) -> None:
         """The first tier's compile, run by a slot (or the calling thread, worker None)."""
         from . import codegen
-        from .codegen import nests
         from .codegen.compile import without_numba
         from .codegen.worker import WorkerDied
         try:
             if worker is not None and not without_numba(self.ir):
                 try:                        # the child decides as this process would
-                    worker.compile(self.ir, nests_ok=nests.ENABLED)
+                    worker.compile(self.ir)
                 except WorkerDied:
                     raise
                 except Exception as e:  # noqa: BLE001 - compile here instead, and say why
@@ -139,23 +137,6 @@ class Tiered:
             self.error = e
         finally:
             self._done.set()
-        if self.compiled is not None and self.compiled.kind == "nests":
-            if worker is not None and nests.numba_later(self.ir):
-                COMPILES.submit(self, None, second=True)
-
-    def compile_numba_later(self, worker) -> None:
-        """The second tier: Numba, for loop nests it would run notably faster (their math in
-        vectorized loops). A failure keeps the nests, which are correct, and is only logged."""
-        from .codegen import compile_numba
-        try:
-            worker.compile(self.ir, nests_ok=False)
-            better = compile_numba(self.ir, nests_ok=False)
-        except Exception as e:  # noqa: BLE001
-            log_compile(f"tiered {self.ir.name}: Numba failed ({e}); staying on loop nests")
-            return
-        self.compiled = better
-        self._switched = False
-        self._switch("loop nests")
 
     def _switch(self, tier: str):
         self._switched = True
@@ -186,16 +167,15 @@ class Tiered:
 
 
 class _Job:
-    __slots__ = ("target", "leaves", "second")
+    __slots__ = ("target", "leaves")
 
-    def __init__(self, tiered, leaves, second):
+    def __init__(self, tiered, leaves):
         self.target = weakref.ref(tiered)
         self.leaves = leaves
-        self.second = second
 
     def priority(self):
         tiered = self.target()
-        return (not self.second, tiered.interp_seconds if tiered is not None else 0.0)
+        return tiered.interp_seconds if tiered is not None else 0.0
 
 
 class CompileQueue:
@@ -217,16 +197,15 @@ class CompileQueue:
         self._idle = 0           # of them, waiting for work
         self._closed = False
 
-    def submit(self, tiered, leaves, second=False) -> None:
+    def submit(self, tiered, leaves) -> None:
         slots = workers_default()
         if slots == 0:
-            if not second:
-                tiered.compile(None, leaves)
+            tiered.compile(None, leaves)
             return
         with self._cond:
             if self._closed:
                 return
-            self._pending.append(_Job(tiered, leaves, second))
+            self._pending.append(_Job(tiered, leaves))
             self._inflight.add(tiered)
             if self._idle:
                 self._cond.notify_all()      # join() may wait on the condition too
@@ -240,7 +219,7 @@ class CompileQueue:
         has it, or has done it)."""
         with self._cond:
             for job in self._pending:
-                if job.target() is tiered and not job.second:
+                if job.target() is tiered:
                     self._pending.remove(job)
                     return True
         return False
@@ -297,14 +276,10 @@ class CompileQueue:
             if worker is None or not worker.alive:
                 worker = Worker()
         except Exception as e:  # noqa: BLE001 - this compile fails; the next one tries again
-            if not job.second:
-                tiered.error = e
-                tiered._done.set()
+            tiered.error = e
+            tiered._done.set()
             return None
-        if job.second:
-            tiered.compile_numba_later(worker)
-        else:
-            tiered.compile(worker, job.leaves)
+        tiered.compile(worker, job.leaves)
         with self._cond:
             self._inflight.discard(tiered)
         del tiered, job

@@ -18,9 +18,8 @@ import pytest  # noqa: E402 - after the environment above, which fusegrad reads 
 
 @pytest.fixture
 def numba_codegen(monkeypatch):
-    """Functions of f64 arrays compile through Numba's generated Python, never as LLVM loop
-    nests (codegen/nests.py, which tests/test_nests.py tests): for tests of the Numba code
+    """Functions compile through Numba's generated Python, never through the kernel IR
+    (codegen/kernel_ir, which tests/test_kernel_ir*.py test): for tests of the Numba code
     generator itself (its kernels, buffers, chunks, pool, templates and disk cache)."""
-    from fusegrad.codegen import nests
-    monkeypatch.setattr(nests, "ENABLED", False)
-    monkeypatch.setenv("FUSEGRAD_NESTS", "0")       # and in child processes
+    monkeypatch.setattr("fusegrad.codegen.choose.KERNEL_IR", False)
+    monkeypatch.setenv("FUSEGRAD_KERNEL_IR", "0")   # and in child processes

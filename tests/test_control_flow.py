@@ -325,12 +325,14 @@ def test_poison_mode_gives_the_same_bits(monkeypatch):
     for a, b in zip(poisoned, plain, strict=True):
         assert a.tobytes() == b.tobytes()
     source = fg.jit(fg.grad(rnn, argnums=(0, 1, 2, 3))).lower(*RNN_ARGS).source
-    assert "glue runs on the interpreter" in source and source.count("\n# scan at ") == 2
+    assert "as kernel IR" in source and "host step" not in source     # both scans compiled
 
 
-def test_glue_runs_on_the_interpreter_and_more_compiles_into_the_module():
-    """A loop with a few glue ops around it runs the glue on the interpreter (compile.py's
-    glue_only); with more, the glue is compiled and the loop is a host step of its module."""
+def test_glue_runs_on_the_interpreter_and_more_compiles_into_the_module(monkeypatch):
+    """Where the kernel IR is off (or lacks an op), a loop with a few glue ops around it runs
+    the glue on the interpreter (choose.glue_only); with more, the glue is compiled and the
+    loop is a host step of its Numba module."""
+    monkeypatch.setattr("fusegrad.codegen.choose.KERNEL_IR", False)
     def busy(w, u, h0, xs):
         out = rnn(w, u, h0, xs)
         for _ in range(GLUE_MAX_OPS):
@@ -435,11 +437,11 @@ def test_carries_that_swap_and_alias_the_ys(backend, steps):
 
 def test_numba_compiles_a_scan_body_into_one_njit_loop(monkeypatch):
     """The body's module runs the whole scan (loops.scan_source): one compiled loop, not a
-    Python loop calling the body once per step. (These bodies would take straight_loops.py's
-    LLVM loop: tests/test_straight_scan.py tests that one.)"""
-    from fusegrad.codegen import compile_numba, straight_loops
+    Python loop calling the body once per step. (With the kernel IR on, these bodies take it:
+    tests/test_straight_scan.py tests scans compiled there.)"""
+    from fusegrad.codegen import compile_numba
 
-    monkeypatch.setattr(straight_loops, "supports", lambda fn, num_consts, num_carry: False)
+    monkeypatch.setattr("fusegrad.codegen.choose.KERNEL_IR", False)
 
     fn = optimize(fg.make_ir(fg.grad(rnn, argnums=(0, 1, 2, 3)))(*RNN_ARGS))
     scans = [op for op in fn.ops if op.prim == "scan"]

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import fusegrad as fg
-from fusegrad.codegen import blas, nests, pool
+from fusegrad.codegen import blas, pool
+from fusegrad.codegen.kernel_ir.jit import DATA_OFFSET
 from fusegrad.codegen.choose import choose
 from fusegrad.codegen.kernel_ir import Plan, build, compile_kernel_ir
 from fusegrad.codegen.kernel_ir.nodes import Alu, Load, Loop, Raise, Set, Store, walk
@@ -50,7 +51,7 @@ def rewritten(fn, threads=True):
 
 
 def run(program, plan, args):
-    return compile_program(program, plan, nests.DATA_OFFSET)[0](list(args))
+    return compile_program(program, plan, DATA_OFFSET)[0](list(args))
 
 
 def agrees(fn, args, got):
@@ -156,7 +157,7 @@ def test_threads_give_the_serial_bits(dtype, monkeypatch):
     x = sample(dtype, (600, 511))
     threaded, serial = rewritten(fn), rewritten(fn, threads=False)
     assert any(isinstance(s, Loop) and s.parallel for g in threaded[0].groups for s in g)
-    compiled = compile_program(*threaded, nests.DATA_OFFSET)
+    compiled = compile_program(*threaded, DATA_OFFSET)
     want = run(*serial, [x])
     if pool.AVAILABLE:
         assert "@fusegrad_pool_split(" in compiled[1]
@@ -174,15 +175,19 @@ def test_threads_give_the_serial_bits(dtype, monkeypatch):
     agrees(fn, [x], got)
 
 
-def test_kernel_ir_all_takes_f64_programs(monkeypatch):
+def test_kernel_ir_takes_f64_programs_and_all_takes_short_ones(monkeypatch):
     def f(x, w):
         return np.sum(np.tanh(x @ w) * x[:, :3]), np.max(x, axis=0)
     args = (RNG.standard_normal((40, 30)), RNG.standard_normal((30, 3)))
     ir = fg.jit(f, backend="interp").lower(*args).ir
-    monkeypatch.setenv("FUSEGRAD_KERNEL_IR", "all")
     assert choose(ir)[0] == "kernel_ir"
     assert_backends_agree(f, *args)
     run_, text = compile_kernel_ir(ir)
     assert "kernel IR" in text
-    monkeypatch.setenv("FUSEGRAD_KERNEL_IR", "1")
-    assert choose(ir)[0] != "kernel_ir"
+
+    def g(x):
+        return np.sin(x) * x
+    small = fg.jit(g, backend="interp").lower(0.5).ir
+    assert choose(small)[0] == "numba"              # short: Numba's call costs less
+    monkeypatch.setenv("FUSEGRAD_KERNEL_IR", "all")
+    assert choose(small)[0] == "kernel_ir"

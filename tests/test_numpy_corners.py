@@ -226,14 +226,14 @@ def test_rounding_and_remainders_match_numpy_bit_for_bit(dtype):
 
 
 def test_scalar_rounding_matches_numpy_on_every_compiled_path(monkeypatch):
-    """0-d float64 functions may compile through LLVM directly (codegen/straight.py)."""
-    from fusegrad.codegen import straight
-    monkeypatch.setattr(straight, "MIN_OPS", 1)
+    """0-d float64 functions compile through the kernel IR (short ones only under
+    FUSEGRAD_KERNEL_IR=all) and through Numba."""
+    monkeypatch.setenv("FUSEGRAD_KERNEL_IR", "all")
 
     def f(x, y):
         return np.floor(x), np.ceil(x), np.trunc(x), np.rint(x), x % y, np.fmod(x, y)
     jitted = fg.jit(f, backend="numba")
-    assert "define void @entry" in jitted.lower(1.0, 2.0).source
+    assert "as kernel IR" in jitted.lower(1.0, 2.0).source
     for a, b in itertools.product([-7.25, -0.0, 2.5, np.inf, np.nan], [3.0, -3.0, 0.0, np.inf]):
         with np.errstate(all="ignore"):
             want = [bits(v) for v in f(np.float64(a), np.float64(b))]

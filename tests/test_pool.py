@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import fusegrad as fg
-from fusegrad.codegen import blas, pool
+from fusegrad.codegen import blas, pool, pool_bind
 
 pytestmark = [pytest.mark.skipif(not pool.AVAILABLE, reason=f"no BLAS pool: {pool.DESCRIPTION}"),
               pytest.mark.usefixtures("numba_codegen")]    # Numba's code generator
@@ -152,13 +152,13 @@ def test_small_kernels_stay_serial():
 
 def test_the_probe_rejects_a_pool_that_splits_otherwise():
     def halves(m, n, k, alpha, a, lda, b, ldb, c, ldc, task, threads):
-        call = ctypes.CFUNCTYPE(ctypes.c_int, *pool._ARGS)(task)
+        call = ctypes.CFUNCTYPE(ctypes.c_int, *pool_bind._ARGS)(task)
         call(m, 0, 0, 2.5, 0, 1, 0, 1, 0, 0, 0)    # one part only: the whole range
-    assert not pool._probe(halves, lambda: 2)
+    assert not pool_bind._probe(halves, lambda: 2)
 
     def right(m, n, k, alpha, a, lda, b, ldb, c, ldc, task, threads):
-        call = ctypes.CFUNCTYPE(ctypes.c_int, *pool._ARGS)(task)
+        call = ctypes.CFUNCTYPE(ctypes.c_int, *pool_bind._ARGS)(task)
         for first in (0, m // 2):
             call(m // 2, 0, 0, 2.5, first << pool.SHIFT, 1, 0, 1, 0, 0, 0)
-    assert pool._probe(right, lambda: 2)
-    assert not pool._probe(right, lambda: 1)
+    assert pool_bind._probe(right, lambda: 2)
+    assert not pool_bind._probe(right, lambda: 1)

@@ -173,22 +173,20 @@ def test_compiling_changes_no_process_wide_state(tiered_on, held_compile):
     assert sys.getswitchinterval() == interval and dict(os.environ) == environment
 
 
-def test_loop_nests_that_numba_runs_faster_switch_to_it_later(tiered_on, monkeypatch, capfd):
-    """Loop nests first (compiled in the thread at once), then Numba, compiled in a child, for
-    a function the cost model says Numba runs notably faster (here: any)."""
-    from fusegrad.codegen import nests
-    monkeypatch.setattr(nests, "NUMBA_SHORT_OPS", 0)            # nests take the function...
-    monkeypatch.setattr(nests, "NUMBA_LIBM_NS", float("inf"))
-    monkeypatch.setattr(nests, "NUMBA_LATER_NS", 0)             # ... and Numba is better later
+def test_f64_arrays_compile_once_through_the_kernel_ir(tiered_on, monkeypatch, capfd):
+    """A function of f64 arrays (the loop nests' before the kernel IR) compiles once, with
+    llvmlite in the slot thread: no second tier recompiles it with Numba later."""
     monkeypatch.setenv("FUSEGRAD_LOG", "compile")
     f = fg.jit(fg.value_and_grad(loss, argnums=1))
-    want_value, want_grad = reference(X, W)
-    f(X, W)
-    f(X, W)
+    x = np.linspace(-0.5, 1.5, 4096)           # not short: short ones go to Numba
+    want_value, want_grad = reference(x, W)
+    f(x, W)
+    f(x, W)
     assert COMPILES.join(timeout=240)
     tier = next(iter(f._entries.values()))[0].executable
-    assert tier.compiled.kind == "numba" and "def entry" in tier.compiled.source
-    assert "calls switch from loop nests" in capfd.readouterr().err
-    value, grad = f(X, W)
+    assert tier.compiled.kind == "kernel_ir"
+    value, grad = f(x, W)
+    log = capfd.readouterr().err
+    assert log.count("entry is ready") == 1 and "calls switch from interp" in log
     np.testing.assert_allclose(value, want_value, rtol=1e-13)
     np.testing.assert_allclose(grad, want_grad, rtol=1e-12)

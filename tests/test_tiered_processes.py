@@ -22,7 +22,7 @@ import fusegrad as fg
 from fusegrad.codegen import worker as worker_module
 from fusegrad.tiering import COMPILES, Tiered
 
-X32 = np.linspace(-1.0, 1.0, 7, dtype=np.float32)   # float32: compiled by Numba, in the worker
+X32 = np.linspace(-1.0, 1.0, 7, dtype=np.float32)   # compiled by Numba (tiered_on), in the worker
 
 
 def _loss(k):
@@ -51,6 +51,10 @@ def numba_worker(monkeypatch):
 
 @pytest.fixture
 def tiered_on(monkeypatch):
+    """Tiered execution, the kernel IR off: what these tests compile needs Numba, which
+    compiles in the worker process (the kernel IR compiles in the slot thread)."""
+    monkeypatch.setattr("fusegrad.codegen.choose.KERNEL_IR", False)
+    monkeypatch.setenv("FUSEGRAD_KERNEL_IR", "0")
     monkeypatch.setenv("FUSEGRAD_TIERED", "1")
     monkeypatch.delenv("FUSEGRAD_COMPILE_WORKERS", raising=False)
     yield
@@ -162,9 +166,9 @@ def test_a_killed_worker_leaves_the_function_on_the_interpreter(tiered_on, monke
     right on the interpreter, and the next compile starts a new worker."""
     real = worker_module.Worker.compile
 
-    def killed(self, fn, nests_ok):
+    def killed(self, fn):
         os.kill(self.proc.pid, signal.SIGKILL)
-        return real(self, fn, nests_ok)
+        return real(self, fn)
     monkeypatch.setattr(worker_module.Worker, "compile", killed)
     f = fg.jit(_loss(10))
     f(X32)
@@ -218,7 +222,7 @@ def make(k):
 
 def _run_script(body, env=None, **kwargs):
     script = SCRIPT_HEAD + textwrap.dedent(body)
-    full_env = dict(os.environ, FUSEGRAD_TIERED="1", **(env or {}))
+    full_env = dict(os.environ, FUSEGRAD_TIERED="1", FUSEGRAD_KERNEL_IR="0", **(env or {}))
     full_env.pop("FUSEGRAD_COMPILE_WORKERS", None)
     return subprocess.Popen([sys.executable, "-c", script], env=full_env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
@@ -312,6 +316,8 @@ def _pool_task(k):
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_a_multiprocessing_pool_jits_in_each_process(method, monkeypatch):
     monkeypatch.setenv("FUSEGRAD_TIERED", "1")
+    monkeypatch.setattr("fusegrad.codegen.choose.KERNEL_IR", False)     # Numba, in workers
+    monkeypatch.setenv("FUSEGRAD_KERNEL_IR", "0")
     f = fg.jit(_loss(20))                    # the parent has a worker and a compile, too
     f(X32)
     f(X32)

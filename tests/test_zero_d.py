@@ -7,8 +7,8 @@ sum of a digamma, the gradient of erfinv). Here each primitive gets cases with 0
 or with a 0-d result where it takes none (a reduction to a scalar, a gather at a 0-d index),
 in every dtype its shape rule accepts; NO_0D names the primitives that cannot have either, and
 why. The cases run batched, one traced function per backend (two for numba: all together,
-which Numba's code generator compiles because of the host steps, and the f64 elementwise ones
-alone, which go to the straight-line LLVM compiler); a batch that fails is rerun case by case
+which the kernel IR compiles, host steps between its parts, and the f64 elementwise ones
+alone, which it compiles in one part); a batch that fails is rerun case by case
 to name the culprit.
 """
 
@@ -18,7 +18,6 @@ from domains import Domains, custom_mul_sin
 
 import fusegrad as fg
 from fusegrad import lax
-from fusegrad.codegen import straight
 from fusegrad.dispatch import bind
 from fusegrad.formulas import vjp_rules
 from fusegrad.ir.primitives import PRIMITIVES, ShapeError, infer_types
@@ -147,10 +146,11 @@ CASES = {
                                      k, **ODE), [_x(), _x(1.5)]),
 }
 NOT_DIFFERENTIATED = {"while_loop": "no reverse mode under jit (as JAX)"}
-# The f64 scalars straight.py takes: those with a straight-line form and a derivative made of
-# such (lgamma's and gamma's need polygamma, a host step).
+# The f64 scalars of elementwise primitives with a scalar rule over the kernel IR's builder
+# (lgamma's and gamma's derivatives need polygamma, a host step: they run in the batch above).
 STRAIGHT = [name for name in CASES if name.endswith("_f64") and name[:-4] in PRIMITIVES
-            and PRIMITIVES[name[:-4]].llvm is not None and name[:-4] not in ("lgamma", "gamma")]
+            and PRIMITIVES[name[:-4]].category == "elementwise"
+            and PRIMITIVES[name[:-4]].scalar is not None and name[:-4] not in ("lgamma", "gamma")]
 
 
 def _prim(case: str) -> str:
@@ -252,8 +252,8 @@ def test_backends_agree_on_0d(backend, reference):
     assert not wrong, "\n".join(wrong)
 
 
-def test_straight_line_llvm_agrees_on_0d(reference, monkeypatch):
-    monkeypatch.setattr(straight, "MIN_OPS", 1)
-    got = _run(STRAIGHT, "numba", compiler="straight")
-    wrong = _disagreements(STRAIGHT, got, reference, "numba (straight)")
+def test_kernel_ir_agrees_on_0d(reference, monkeypatch):
+    monkeypatch.setenv("FUSEGRAD_KERNEL_IR", "all")
+    got = _run(STRAIGHT, "numba", compiler="kernel_ir")
+    wrong = _disagreements(STRAIGHT, got, reference, "numba (kernel IR)")
     assert not wrong, "\n".join(wrong)

@@ -32,19 +32,20 @@ from pathlib import Path
 
 import numpy as np
 
+from ..ir.control import nested
 from ..ir.core import Function
 from ..passes.fusion import fuse
 from ..passes.memory import plan_memory
 from ..ir.evaluate import apply, eval_function
 from ..runtime.signature import log_compile
 from .. import version
-from . import kernel_ir, loops, nests, straight, straight_loops
+from . import kernel_ir, loops
 from .choose import (GLUE_MAX_ELEMENTS, GLUE_MAX_OPS, choose, glue_only,  # noqa: F401
                      numba_free, renderer)
 from .buffers import Stack
 
 # Numba itself (0.6 s to import), and the modules that need it, are imported where a function is
-# compiled with it: straight-line LLVM and loop nests never import it.
+# compiled with it: the kernel IR never imports it.
 
 FIXED_MTIME = 1_000_000_000          # every writer gives the module file the same stamp
 _LOCK = threading.RLock()
@@ -139,7 +140,8 @@ def versions() -> str:
 
     from . import blas, pool
     helpers = [(_HERE / name) for name in ("support.py", "mathlib.py", "mathlib_ops.py",
-                                           "mathlib_arc.py", "blas.py", "cblas.py", "pool.py")]
+                                           "mathlib_arc.py", "math_tables.py", "blas.py",
+                                           "cblas.py", "pool.py", "pool_bind.py")]
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in helpers if p.exists()))
     return (f"fusegrad {version.__version__}, numba {numba.__version__}, numpy {np.__version__},"
             f" python {sys.version.split()[0]}, helpers {digest.hexdigest()[:16]},"
@@ -150,7 +152,7 @@ class Executable:
     """The numba backend's compiled function: `exe(leaves) -> list of arrays`."""
 
     precompiled = True      # False: host steps split the entry; segments compile when first run
-    kind = "numba"          # or "straight", "glue", "nests": what compiled it
+    kind = "numba"          # or "kernel_ir", "glue": what compiled it
     loop = None             # a scan body's: (length, reverse, leaves) -> carry and ys
 
     def __init__(self, ir, source, kernels, clusters, run, path, fusion):
@@ -170,17 +172,13 @@ class Executable:
         return dict(zip(values, compile_numba(probe)(leaves)))
 
 
-def compile_numba(ir: Function, parallel: bool | None = None, scan=None,
-                  nests_ok: bool = True) -> Executable:
-    """Fuse an optimized Function (passes.pipeline.optimize: api.compile_function runs it) and
-    compile the result with Numba, or, where they take it, without: as straight-line LLVM
-    (straight.py), glue on the interpreter around compiled loops, or LLVM loop nests
-    (nests.py). With scan=(num_consts, num_carry), ir is a scan's body and
-    the executable also runs the whole scan (`executable.loop`): as one LLVM loop where the
-    body is small f64 arithmetic (straight_loops.py), else as an njit loop where it can
-    (loops.scan_source). nests_ok=False compiles what the loop nests would take with Numba
-    (the second tier of api.Tiered)."""
-    path, reason = choose(ir, scan, nests_ok)
+def compile_numba(ir: Function, parallel: bool | None = None, scan=None) -> Executable:
+    """Compile an optimized Function (passes.pipeline.optimize: api.compile_function runs it)
+    as choose.py decides: through the kernel IR (kernel_ir/, no Numba), as glue on the
+    interpreter around compiled loops, or fused and generated as Numba source. With
+    scan=(num_consts, num_carry), ir is a scan's body: on Numba the executable also runs the
+    whole scan (`executable.loop`, loops.scan_source) where it can."""
+    path, reason = choose(ir, scan)
     log_compile(f"choose {ir.name}: {path} ({reason})")
     if path == "kernel_ir":
         renderer()          # a FUSEGRAD_RENDERER naming no renderer raises, not falls back
@@ -217,17 +215,6 @@ def compile_numba(ir: Function, parallel: bool | None = None, scan=None,
     return executable
 
 
-def _compile_straight(ir) -> Executable:
-    """A long function of scalars and small arrays: straight-line LLVM arithmetic, no Numba
-    (see straight.py)."""
-    return _compile_llvm(ir, straight.compile_straight, "straight", "straight-line LLVM")
-
-
-def _compile_nests(ir) -> Executable:
-    """A function of f64 arrays: a loop nest an op, in LLVM, no Numba (see nests.py)."""
-    return _compile_llvm(ir, nests.compile_nests, "nests", "LLVM loop nests")
-
-
 def _compile_kernel_ir(ir) -> Executable:
     """The kernel IR (kernel_ir/) rendered to LLVM IR, or to Numba source (`renderer`)."""
     name, reason = renderer()
@@ -238,10 +225,7 @@ def _compile_kernel_ir(ir) -> Executable:
         f"kernel IR rendered to {'Numba' if name == 'numba' else 'LLVM'}")
 
 
-_LLVM_PATHS = {"straight": lambda ir, scan: _compile_straight(ir),
-               "straight_scan": lambda ir, scan: _compile_straight_scan(ir, scan),
-               "nests": lambda ir, scan: _compile_nests(ir),
-               "kernel_ir": lambda ir, scan: _compile_kernel_ir(ir)}
+_LLVM_PATHS = {"kernel_ir": lambda ir, scan: _compile_kernel_ir(ir)}
 
 
 def _compile_llvm(ir, compile_, kind: str, what: str) -> Executable:
@@ -263,18 +247,19 @@ def _llvm_executable(ir, run, text, kind: str, what: str, start: float) -> Execu
 
 
 def without_numba(ir) -> bool:
-    """Whether compile_numba compiles ir with llvmlite alone (straight.py, nests.py,
-    straight_loops.py): then compiling in the caller's thread is fast, and a child process
-    would only repeat it (those modules are not cached on disk)."""
+    """Whether compile_numba compiles ir with llvmlite alone (the kernel IR, or glue around
+    loops whose bodies it compiles): then compiling in the caller's thread is fast, and a child
+    process would only repeat it (those modules are not cached on disk)."""
     path, _ = choose(ir)
-    if path in ("straight", "nests"):
-        return True
     if path == "kernel_ir":
         return renderer()[0] == "llvm" and numba_free(ir)
     return path == "glue" and all(
-        op.prim == "scan" and straight_loops.supports(op.params["body"], op.params["num_consts"],
-                                                      op.params["num_carry"])
-        for op in ir.ops if op.prim in loops.HOSTS)
+        choose(fn, _scan_of(op))[0] == "kernel_ir" and numba_free(fn)
+        for op in ir.ops if op.prim in loops.HOSTS for _, fn in nested(op))
+
+
+def _scan_of(op):
+    return (op.params["num_consts"], op.params["num_carry"]) if op.prim == "scan" else None
 
 
 def _compile_glue(ir) -> Executable:
@@ -292,16 +277,6 @@ def _compile_glue(ir) -> Executable:
                 f"{len(ir.ops) - len(hosts)} glue ops on the interpreter")
     executable = Executable(ir, text, 0, None, run, None, None)
     executable.kind = "glue"
-    return executable
-
-
-def _compile_straight_scan(ir, scan) -> Executable:
-    """A scan body of small f64 arrays: the whole scan as one LLVM loop (straight_loops.py)."""
-    start = time.perf_counter()
-    loop, run, text = straight_loops.compile_scan(ir, *scan)
-    executable = _llvm_executable(ir, run, text, "straight", "straight-line LLVM scan",
-                                  start)
-    executable.loop = loop
     return executable
 
 

@@ -40,7 +40,7 @@ from .mathlib_ops import (_div, _frexp, _horner, _jit, _ldexp, _pow2, _typed, co
                           floor, fma, llvm_inlined, rint)
 
 
-from .mathlib_tables import _F32, _F64  # noqa: E402 (the constants, shared)
+from .math_tables import _F32, _F64  # noqa: E402 (the constants, shared)
 
 
 # The factories below close over constants of one dtype; Numba freezes closure values, so the

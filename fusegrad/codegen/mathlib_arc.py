@@ -40,7 +40,7 @@ import numpy as np
 from .mathlib_ops import (_div, _frexp, _horner, _jit, _ldexp, _select, _typed, copysign,
                           floor, fma)
 
-from .mathlib_tables import ARC_F32 as _F32, ARC_F64 as _F64  # noqa: E402
+from .math_tables import ARC_F32 as _F32, ARC_F64 as _F64  # noqa: E402
 
 
 def _make_atan(T, c):

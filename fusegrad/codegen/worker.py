@@ -6,7 +6,7 @@ GIL with the user's calls and slows both; a child has its own interpreter and co
 memory a long compile takes is not the user's. One child serves every compile of its parent
 in turn, so Numba is imported once, not once per function.
 
-The child gets `(Function, nests_ok, env)` requests on its stdin and runs `compile_numba` on
+The child gets `(Function, env)` requests on its stdin and runs `compile_numba` on
 each, which writes the generated module and Numba's machine code into the disk cache; the
 parent's own `compile_numba` afterwards finds that text and loads instead of compiling. Each
 reply says whether the whole entry was compiled (False: host steps split it into segments
@@ -78,13 +78,13 @@ class Worker:
         self.compiles = 0
         self.busy = False
 
-    def compile(self, fn, nests_ok: bool) -> bool:
+    def compile(self, fn) -> bool:
         """Compile fn into the disk cache; True when its entry was compiled whole. Raises
         RuntimeError with the child's error, or WorkerDied."""
         from .compile import writable_cache_dir
         env = {k: v for k, v in os.environ.items() if k.startswith(("FUSEGRAD_", "NUMBA_"))}
         env["FUSEGRAD_CACHE_DIR"] = str(writable_cache_dir())
-        message = pickle.dumps((fn, nests_ok, env), protocol=pickle.HIGHEST_PROTOCOL)
+        message = pickle.dumps((fn, env), protocol=pickle.HIGHEST_PROTOCOL)
         self.busy = True
         try:
             self.proc.stdin.write(_LENGTH.pack(len(message)) + message)
@@ -210,10 +210,10 @@ def _serve(parent: int) -> None:
         request = receive(requests)
         if request is None:
             return
-        fn, nests_ok, env = request
+        fn, env = request
         _set_env(env)
         try:
-            executable = compile_module.compile_numba(fn, nests_ok=nests_ok)
+            executable = compile_module.compile_numba(fn)
             reply = ("ok", bool(executable.precompiled))
         except Stopped:
             return

@@ -1,5 +1,5 @@
 """Elementwise primitives: each one's shape rule, NumPy semantics, Numba scalar template,
-straight-line LLVM form, docs row, test domain and scalar rule over the kernel IR's builder.
+docs row, test domain and scalar rule over the kernel IR's builder.
 
 There is no implicit broadcasting and no implicit promotion in the IR: operands have equal types;
 the tracer inserts broadcast_in_dim and convert. The implementations still broadcast and promote
@@ -96,10 +96,10 @@ def binary_float(name, impl, semantics, *, domain=("normal", "normal"), **fields
                   **fields)
 
 
-def comparison(name, impl, symbol, llvm):
+def comparison(name, impl, symbol):
     return define(name, "elementwise", _compare, impl, section="Elementwise",
                   doc=Doc("x, y: equal types", "", "bool, x's shape", f"x {symbol} y"),
-                  numba=f"({{0}} {symbol} {{1}})", llvm=f"fcmp {llvm} double {{0}}, {{1}}")
+                  numba=f"({{0}} {symbol} {{1}})")
 
 
 # -- implementations that are not one NumPy ufunc --------------------------------------------
@@ -158,116 +158,87 @@ def _select_rule(prim, pred, on_true, on_false):
     return on_true
 
 
-def _call(name, args=1):
-    return f"call double @{name}(" + ", ".join(f"double {{{i}}}" for i in range(args)) + ")"
-
-
 # -- the table ------------------------------------------------------------------------------
 
-unary_float("exp", np.exp, "e^x", libm="math.exp", llvm=_call("llvm.exp.f64"))
-unary_float("log", np.log, "ln x", domain="positive", libm="math.log",
-            llvm=_call("llvm.log.f64"))
-unary_float("log1p", np.log1p, "ln(1 + x)", domain="positive", libm="math.log1p",
-            llvm=_call("log1p"))
-unary_float("expm1", np.expm1, "e^x - 1", libm="math.expm1", llvm=_call("expm1"))
-unary_float("sqrt", np.sqrt, "√x", domain="positive", numba="np.sqrt({0})",
-            llvm=_call("llvm.sqrt.f64"))
-unary_float("rsqrt", _rsqrt, "1/√x", domain="positive", numba="({one} / np.sqrt({0}))",
-            llvm=("{out}.r = call double @llvm.sqrt.f64(double {0})",
-                  "{out} = fdiv double 1.0, {out}.r"))
-unary_float("sin", np.sin, "sine", libm="math.sin", llvm=_call("llvm.sin.f64"))
-unary_float("cos", np.cos, "cosine", libm="math.cos", llvm=_call("llvm.cos.f64"))
-unary_float("tanh", np.tanh, "hyperbolic tangent", libm="math.tanh", llvm=_call("tanh"))
+unary_float("exp", np.exp, "e^x", libm="math.exp")
+unary_float("log", np.log, "ln x", domain="positive", libm="math.log")
+unary_float("log1p", np.log1p, "ln(1 + x)", domain="positive", libm="math.log1p")
+unary_float("expm1", np.expm1, "e^x - 1", libm="math.expm1")
+unary_float("sqrt", np.sqrt, "√x", domain="positive", numba="np.sqrt({0})")
+unary_float("rsqrt", _rsqrt, "1/√x", domain="positive", numba="({one} / np.sqrt({0}))")
+unary_float("sin", np.sin, "sine", libm="math.sin")
+unary_float("cos", np.cos, "cosine", libm="math.cos")
+unary_float("tanh", np.tanh, "hyperbolic tangent", libm="math.tanh")
 unary_float("logistic", _logistic, "sigmoid 1/(1+e^-x), computed stably",
             libm="stable_logistic_{dtype}")
-unary_float("erf", _erf, "the error function", libm="math.erf", llvm=_call("erf"))
-unary_float("atan", np.arctan, "arc tangent", libm="math.atan", llvm=_call("atan"))
+unary_float("erf", _erf, "the error function", libm="math.erf")
+unary_float("atan", np.arctan, "arc tangent", libm="math.atan")
 # The inverse functions, cbrt and hypot: mathlib's vectorized forms in kernels (mathlib_arc.py)
-unary_float("asin", np.arcsin, "arc sine; nan outside [-1, 1]", domain="unit", libm="math.asin",
-            llvm=_call("asin"))
+unary_float("asin", np.arcsin, "arc sine; nan outside [-1, 1]", domain="unit", libm="math.asin")
 unary_float("acos", np.arccos, "arc cosine; nan outside [-1, 1]", domain="unit",
-            libm="math.acos", llvm=_call("acos"))
-unary_float("asinh", np.arcsinh, "inverse hyperbolic sine", libm="math.asinh",
-            llvm=_call("asinh"))
+            libm="math.acos")
+unary_float("asinh", np.arcsinh, "inverse hyperbolic sine", libm="math.asinh")
 unary_float("acosh", np.arccosh, "inverse hyperbolic cosine; nan below 1",
-            domain="above_one", libm="math.acosh", llvm=_call("acosh"))
+            domain="above_one", libm="math.acosh")
 unary_float("atanh", np.arctanh, "inverse hyperbolic tangent; ±inf at ±1, nan beyond",
-            domain="unit", libm="math.atanh", llvm=_call("atanh"))
+            domain="unit", libm="math.atanh")
 unary_float("cbrt", np.cbrt, "cube root, odd (cbrt(-8) = -2)", domain="away_from_zero",
-            libm="np.cbrt", llvm=_call("cbrt"))
+            libm="np.cbrt")
 binary_float("atan2", np.arctan2, "`np.arctan2(x, y)`: the angle of the point (y, x), in "
-             "[-π, π]", libm="math.atan2", llvm=_call("atan2", 2))
+             "[-π, π]", libm="math.atan2")
 binary_float("hypot", np.hypot, "√(x² + y²) without overflow; inf if either is inf",
-             libm="math.hypot", llvm=_call("hypot", 2))
+             libm="math.hypot")
 define("signbit", "elementwise", _float_predicate, np.signbit, section="Elementwise",
        doc=Doc(FLOAT, "", "bool, x's shape", "the sign bit: true for x < 0, -0.0 and -nan; "
                "no gradient"),
-       numba="np.signbit({0})",
-       llvm=("{out}.i = bitcast double {0} to i64", "{out} = icmp slt i64 {out}.i, 0"))
+       numba="np.signbit({0})")
 for _name, _np, _what in (("floor", "floor", "round down"), ("ceil", "ceil", "round up"),
                           ("round", "rint", "round to nearest, ties to even (`np.rint`)"),
                           ("trunc", "trunc", "round toward zero")):
-    unary_float(_name, getattr(np, _np), f"{_what}; no gradient", numba=f"np.{_np}({{0}})",
-                llvm=_call(f"llvm.{_np}.f64"))
+    unary_float(_name, getattr(np, _np), f"{_what}; no gradient", numba=f"np.{_np}({{0}})")
 
-unary_numeric("neg", np.negative, "-x", numba="(-{0})", llvm="fneg double {0}")
-unary_numeric("abs", np.abs, "\\|x\\|", domain="away_from_zero", numba="abs({0})",
-              llvm=_call("llvm.fabs.f64"))
+unary_numeric("neg", np.negative, "-x", numba="(-{0})")
+unary_numeric("abs", np.abs, "\\|x\\|", domain="away_from_zero", numba="abs({0})")
 unary_numeric(
     "sign", np.sign, "-1, 0 or 1 (x itself for nan)",
     numba={"f": "({one} if {0} > {zero} else ({minus_one} if {0} < {zero} else {0}))",
-           "i64": "({one} if {0} > {zero} else ({minus_one} if {0} < {zero} else {zero}))"},
-    llvm=("{out}.p = fcmp ogt double {0}, 0.0", "{out}.m = fcmp olt double {0}, 0.0",
-          "{out}.s = select i1 {out}.m, double -1.0, double {0}",
-          "{out} = select i1 {out}.p, double 1.0, double {out}.s"))
+           "i64": "({one} if {0} > {zero} else ({minus_one} if {0} < {zero} else {zero}))"})
 
-binary("add", np.add, "x + y", numba="({0} + {1})", llvm="fadd double {0}, {1}")
-binary("sub", np.subtract, "x - y", numba="({0} - {1})", llvm="fsub double {0}, {1}")
-binary("mul", np.multiply, "x * y", numba="({0} * {1})", llvm="fmul double {0}, {1}")
+binary("add", np.add, "x + y", numba="({0} + {1})")
+binary("sub", np.subtract, "x - y", numba="({0} - {1})")
+binary("mul", np.multiply, "x * y", numba="({0} * {1})")
 binary("div", _div, "x / y (floor division for i64)", domain=("normal", "away_from_zero"),
-       numba={"f": "({0} / {1})", "i64": "({0} // {1})"}, llvm="fdiv double {0}, {1}")
+       numba={"f": "({0} / {1})", "i64": "({0} // {1})"})
 binary("pow", np.power, "x ** y", domain=("positive", "normal"),
-       numba={"f": "({0} ** {1})", "i64": "ipow({0}, {1})"}, llvm=_call("llvm.pow.f64", 2))
+       numba={"f": "({0} ** {1})", "i64": "ipow({0}, {1})"})
 for _name, _np, _cmp in (("maximum", np.maximum, "oge"), ("minimum", np.minimum, "ole")):
     # the first operand if it wins or is nan, else the second
     binary(_name, _np, f"{_name[:3]}(x, y); nan propagates", domain=("distinct", "distinct"),
            numba=f"({{0}} if {{0}} {'>=' if _cmp == 'oge' else '<='} {{1}} or {{0}} != {{0}} "
-                 "else {1})",
-           llvm=(f"{{out}}.w = fcmp {_cmp} double {{0}}, {{1}}",
-                 "{out}.n = fcmp uno double {0}, {0}", "{out}.c = or i1 {out}.w, {out}.n",
-                 "{out} = select i1 {out}.c, double {0}, double {1}"))
+                 "else {1})")
 binary("remainder", np.remainder, "`np.remainder` (Python's `%`: the sign of y); an i64 x % 0 "
-       "is 0", domain=("normal", "away_from_zero"), numba="({0} % {1})",
-       llvm=("{out}.m = frem double {0}, {1}",          # npy_remainder: fmod moved to y's sign
-             "{out}.nz = fcmp une double {out}.m, 0.0", "{out}.yn = fcmp olt double {1}, 0.0",
-             "{out}.mn = fcmp olt double {out}.m, 0.0", "{out}.d = xor i1 {out}.yn, {out}.mn",
-             "{out}.f = and i1 {out}.nz, {out}.d", "{out}.s = fadd double {out}.m, {1}",
-             "{out}.r = select i1 {out}.f, double {out}.s, double {out}.m",
-             "{out}.z = call double @llvm.copysign.f64(double 0.0, double {1})",
-             "{out} = select i1 {out}.nz, double {out}.r, double {out}.z"))
+       "is 0", domain=("normal", "away_from_zero"), numba="({0} % {1})")
 binary("fmod", np.fmod, "`np.fmod` (the sign of x); an i64 x % 0 is 0",
        domain=("normal", "away_from_zero"),
        numba={"f": "np.fmod({0}, {1})",
-              "i64": "({0} % {1} - ({1} if {0} % {1} != 0 and ({0} < 0) != ({1} < 0) else 0))"},
-       llvm="frem double {0}, {1}")
+              "i64": "({0} % {1} - ({1} if {0} % {1} != 0 and ({0} < 0) != ({1} < 0) else 0))"})
 
-comparison("lt", np.less, "<", "olt")
-comparison("le", np.less_equal, "<=", "ole")
-comparison("gt", np.greater, ">", "ogt")
-comparison("ge", np.greater_equal, ">=", "oge")
-comparison("eq", np.equal, "==", "oeq")
-comparison("ne", np.not_equal, "!=", "une")
+comparison("lt", np.less, "<")
+comparison("le", np.less_equal, "<=")
+comparison("gt", np.greater, ">")
+comparison("ge", np.greater_equal, ">=")
+comparison("eq", np.equal, "==")
+comparison("ne", np.not_equal, "!=")
 
 for _name, _np, _op in (("and", np.logical_and, "&"), ("or", np.logical_or, "|")):
     define(_name, "elementwise", _logical, _logical_impl(_np), section="Elementwise",
            doc=Doc("x, y: equal bool or i64 types", "", "same as x",
                    f"logical {_name} (np.logical_{_name}; 0 or 1 for i64)"),
            numba={"bool": f"({{0}} {_op} {{1}})",
-                  "i64": f"np.int64(({{0}} != 0) {_op} ({{1}} != 0))"},
-           llvm=f"{_name} i1 {{0}}, {{1}}")
+                  "i64": f"np.int64(({{0}} != 0) {_op} ({{1}} != 0))"})
 define("not", "elementwise", _not, _logical_impl(np.logical_not), section="Elementwise",
        doc=Doc("x: bool or i64", "", "same as x", "logical not (0 or 1 for i64)"),
-       numba={"bool": "(not {0})", "i64": "np.int64({0} == 0)"}, llvm="xor i1 {0}, true")
+       numba={"bool": "(not {0})", "i64": "np.int64({0} == 0)"})
 define("select", "elementwise", _select_rule, np.where, section="Elementwise",
        doc=Doc("pred: bool, on_true, on_false: equal types, pred's shape", "",
                "same as on_true", "`np.where(pred, on_true, on_false)`"),

@@ -17,9 +17,6 @@ A primitive is a name, as in jax.lax. Its entry, written once in one of the cate
                 makes where codegen/mathlib.py has no inlined, vectorizable version
     scalar      elementwise: the scalar math as a rule over codegen/kernel_ir's builder,
                 rule(b, *operands, **params) -> register; the kernel IR's renderers share it
-    llvm        the straight-line LLVM form (codegen/straight.py), for f64 scalars: an
-                instruction (`fadd`), a comparison (`fcmp olt`), a logical op (`and`) or a call
-                (`call @tanh`); None where straight.py has no form of its own
     lower       composites: lower(lax, *inputs, **params), written with the `lax` module it is
                 passed, so this package never imports the layers above it
     doc         the row of docs/ir.md's table: operands, params, output, semantics
@@ -73,7 +70,6 @@ class Primitive:
     numba: str | dict | None = None
     libm: str | None = None
     scalar: Callable | None = None
-    llvm: str | None = None
     lower: Callable | None = None
     doc: Doc = field(default_factory=Doc)
     domain: tuple = ()

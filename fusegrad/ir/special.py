@@ -2,24 +2,19 @@
 error functions, log Φ (log_ndtr) and the modified Bessel functions of orders 0 and 1.
 
 Where Numba evaluates the function itself (math.lgamma, math.erfc and math.gamma are C's
-lgamma, erfc and tgamma), the primitive is elementwise: it fuses into loops and has a
-straight-line LLVM form. The others have no Numba form and are "host" primitives: compiled code
-calls SciPy's ufunc between kernels. Either way the reference implementation (interp, eager,
-constant folding, host steps) is scipy.special's ufunc, imported on the first evaluation, so
-`import fusegrad` does not pay SciPy's ~0.5 s; results keep the operand's dtype as the ufuncs
-do.
-
-polygamma carries its order as the static param `n` (digamma is `polygamma {n=0}`), so every
-derivative of the family is the next member: lgamma' = polygamma 0, polygamma n' = polygamma
-n+1. Domains follow SciPy: lgamma is log|Γ(x)| (+inf at the poles), gamma is nan at the negative
-integers, erfinv is ±inf at ±1 and nan outside [-1, 1].
+lgamma, erfc and tgamma), the primitive is elementwise: it fuses into loops (the kernel IR
+calls C's function: the builder's `libm` op). The others have no Numba form and are "host"
+primitives: compiled code calls SciPy's ufunc between kernels. Either way the reference
+implementation (interp, eager, constant folding, host steps) is scipy.special's ufunc, imported
+on the first evaluation, so `import fusegrad` does not pay SciPy's ~0.5 s; results keep the
+operand's dtype as the ufuncs do.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .elementwise import FLOAT, _call, _unary_float
+from .elementwise import FLOAT, _unary_float
 from .registry import PRIMITIVES, Doc, define, fail, require_float
 
 SECTION = "Special functions"
@@ -57,10 +52,10 @@ def _polygamma_rule(prim, x, *, n):
     return x
 
 
-def _libm(name, scipy_name, libm, llvm, semantics, domain):
+def _libm(name, scipy_name, libm, semantics, domain):
     """An elementwise special function that Numba evaluates with `libm`."""
     define(name, "elementwise", _unary_float, _scipy_unary(scipy_name), section=SECTION,
-           libm=libm, llvm=_call(llvm), domain=domain,
+           libm=libm, domain=domain,
            doc=Doc(FLOAT, "", "same as x", semantics))
 
 
@@ -72,10 +67,10 @@ def _host(name, scipy_name, semantics):
 
 # -- the table ------------------------------------------------------------------------------
 
-_libm("lgamma", "gammaln", "math.lgamma", "lgamma", "log\\|Γ(x)\\| (`scipy.special.gammaln`)",
+_libm("lgamma", "gammaln", "math.lgamma", "log\\|Γ(x)\\| (`scipy.special.gammaln`)",
       "positive")
-_libm("gamma", "gamma", "math.gamma", "tgamma", "Γ(x) (`scipy.special.gamma`)", "positive")
-_libm("erfc", "erfc", "math.erfc", "erfc", "1 - erf(x) without cancellation "
+_libm("gamma", "gamma", "math.gamma", "Γ(x) (`scipy.special.gamma`)", "positive")
+_libm("erfc", "erfc", "math.erfc", "1 - erf(x) without cancellation "
       "(`scipy.special.erfc`)", "normal")
 
 define("polygamma", "host", _polygamma_rule, _polygamma, section=SECTION,

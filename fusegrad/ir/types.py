@@ -6,6 +6,7 @@ shape is a new trace. Types are immutable and hashable so they can key caches.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,7 +48,7 @@ class TensorType:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)     # np.prod takes 40 us a call: plans ask often
 
     @property
     def np_dtype(self) -> np.dtype:

@@ -13,7 +13,8 @@ memory plan, before any text exists, and rendered through a table (llvm.py) to L
     cover.py    which ops have a form here (`covers`), which run as host steps (`is_host`)
     rewrite.py  rewrites of the IR to itself: accumulators in registers, sums in lanes,
                 parallel loops, small loops unrolled
-    llvm.py     the LLVM renderer; run.py compiles it with llvmlite and calls it
+    outline.py  which groups are hot; scalar Functions the other groups call
+    llvm.py     the LLVM renderer; run.py compiles it (jit.py: llvmlite) and calls it
     numba.py    the Numba renderer (numba_support.py: what its text imports), compiled
                 through compile.py's module cache
 
@@ -40,7 +41,7 @@ def compile_kernel_ir(fn, compile_fn=None, rewrite: bool = True, renderer: str =
     scan=None) compiles the nested Functions of control flow that stays a host step
     (compile.py passes compile_numba, which chooses their path); without it they run on the
     interpreter. rewrite=False skips rewrite.optimize."""
-    from .. import nests
+    from .jit import DATA_OFFSET
     from .rewrite import optimize
     program, plan = build(fn, Plan(fn))
     if rewrite:
@@ -49,7 +50,7 @@ def compile_kernel_ir(fn, compile_fn=None, rewrite: bool = True, renderer: str =
         from .numba import compile_program as through_numba
         return through_numba(program, plan, cache, compile_fn or _interpreted)
     from .run import compile_program
-    return compile_program(program, plan, nests.DATA_OFFSET, compile_fn or _interpreted)
+    return compile_program(program, plan, DATA_OFFSET, compile_fn or _interpreted)
 
 
 def _interpreted(fn, scan=None):

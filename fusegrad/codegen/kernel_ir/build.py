@@ -19,11 +19,12 @@ from __future__ import annotations
 import math
 
 from ...ir.control import nested
-from ...ir.primitives import PRIMITIVES
 from ...ir.printer import format_op, value_names
 from ...passes.schedule import SMALL_DOT_K
 from .builder import Builder
 from .nodes import Const, Gemm, Index, Load, Loop, Note, Program, Raise, Store
+from .outline import Outlines
+from .outline import hot as is_hot
 from .plan import Plan, is_elementwise
 
 _INT_MIN, _INT_MAX = -(2 ** 63), 2 ** 63 - 1
@@ -61,12 +62,17 @@ def affine(index, strides_, offset: int = 0) -> Index:
 
 
 class Kernel:
-    """The statements of one group, built through a Builder whose `out` is the current body."""
+    """The statements of one group, built through a Builder whose `out` is the current body;
+    `scalar(op, xs)` is op's value inline, or outside hot groups a Call (outline.py)."""
 
-    def __init__(self, names, program_errors):
+    def __init__(self, names, program_errors, outlines=None, hot=True):
         self.b = Builder(names, errors=program_errors)
         self.body = self.b.out
         self.errors = program_errors
+        self.outlines, self.hot = outlines or Outlines(), hot
+
+    def scalar(self, op, xs):
+        return self.outlines.scalar(self.b, op, xs, self.hot)
 
     def loop(self, n: int, body):
         if n == 1:
@@ -114,21 +120,28 @@ class Kernel:
         return self.b.select(self.b.lt(j, 0), self.b.add(j, n), j)
 
 
-def build(fn, plan: Plan | None = None) -> tuple:
-    """(Program, Plan) for fn, whose every op `covers.supported` takes."""
+def build(fn, plan: Plan | None = None, hot: bool | None = None) -> tuple:
+    """(Program, Plan) for fn, whose every op `covers.supported` takes; hot: every group is
+    (True) or none is (False), as the group a control-flow body is built into, else each as
+    outline.hot says."""
     plan = plan or Plan(fn)
-    names, errors, groups, notes, work = iter(range(1 << 62)), [], [], [], []
+    every = hot
+    names, errors, groups, notes, work, hot = iter(range(1 << 62)), [], [], [], [], []
     printed = value_names(fn)
+    outlines = Outlines()
     for ops in plan.groups:
-        k = Kernel(names, errors)
+        work.append(_work(ops))
+        hot.append(is_hot(work[-1], max((v.type.size for o in ops
+                                          for v in (*o.inputs, *o.outputs)), default=0))
+                   if every is None else every)
+        k = Kernel(names, errors, outlines, hot[-1])
         if len(ops[0].outputs) != 1 or ops[0].out.type.size or _kind(ops[0]) in _STEPS:
             _GROUP[_kind(ops[0])](k, plan, ops)
         lines = [f"{format_op(op, printed).strip()}   ; {op.loc or '?'}" for op in ops]
         k.body.insert(0, Note("\n".join(lines)))
         groups.append(k.body)
         notes.append(lines)
-        work.append(_work(ops))
-    return Program(fn.name, groups, notes, errors, work), plan
+    return Program(fn.name, groups, notes, errors, work, hot, outlines.functions), plan
 
 
 def _kind(op) -> str:
@@ -164,7 +177,7 @@ def _elementwise(k, plan, ops):
             if op.prim == "full":
                 out = Const(op.params["value"], op.out.dtype)
             else:
-                out = PRIMITIVES[op.prim].scalar(k.b.at(op.loc), *xs, **op.params)
+                out = k.scalar(op, xs)
             regs[op.out] = out
             if op.out in plan.stored:
                 k.store(plan.buffer(op.out), affine((i,), (1,)), out)

@@ -32,8 +32,8 @@ import itertools
 import math
 
 from .build import build
-from .nodes import (ITEMSIZE, Alu, Buffer, Const, Gemm, If, Index, Load, Loop, Raise, Reg,
-                    Store, While)
+from .nodes import (ITEMSIZE, Alu, Buffer, Call, Const, Gemm, If, Index, Load, Loop, Raise,
+                    Reg, Store, While)
 from .plan import Plan
 
 _COUNT = itertools.count()
@@ -42,7 +42,7 @@ _COUNT = itertools.count()
 def _embed(k, plan, fn, params, results):
     """fn's statements appended where k builds, its param j read from params[j] and its result
     j written to results[j] ((Buffer, Index) each); returns nothing."""
-    program, bplan = build(fn, Plan(fn))
+    program, bplan = build(fn, Plan(fn), hot=k.hot)
     where = _Where(bplan, _grow(plan, bplan.arena),
                    1 + len(plan.fn.params) + len(plan.fn.results) + len(plan.consts))
     plan.consts.extend(bplan.consts)
@@ -54,6 +54,7 @@ def _embed(k, plan, fn, params, results):
             where.places[1 + len(fn.params) + j] = at
     suffix, errors = f".s{next(_COUNT)}", len(k.errors)
     k.errors.extend(program.errors)
+    k.outlines.functions.update(program.functions)
     for stmts in program.groups:
         k.b.out.extend(_moved(s, where, suffix, errors) for s in stmts)
     for j, r in enumerate(fn.results):          # results not in a buffer of their own
@@ -211,6 +212,8 @@ def _moved(s, where, suffix, errors):
         return Store(*place(s.buf, s.index), _reg(s.value, suffix))
     if isinstance(s, Alu):
         return Alu(_reg(s.out, suffix), s.op, tuple(_reg(a, suffix) for a in s.args))
+    if isinstance(s, Call):
+        return Call(_reg(s.out, suffix), s.fn, tuple(_reg(a, suffix) for a in s.args))
     if isinstance(s, Raise):
         return Raise(_reg(s.cond, suffix), s.error + errors, _reg(s.value, suffix))
     if isinstance(s, Loop):

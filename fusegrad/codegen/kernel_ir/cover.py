@@ -18,8 +18,9 @@ _OTHER = {"reshape", "constant", "iota", "full", "matmul", *SHAPES, *REDUCTIONS,
 
 def covers(fn) -> str | None:
     """None if the kernel IR compiles every op of fn, else why not (the first op it lacks)."""
-    from .. import cblas, nests
-    if nests.DATA_OFFSET is None:
+    from .. import cblas
+    from .jit import DATA_OFFSET
+    if DATA_OFFSET is None:
         return "the address of an array's data cannot be found"
     for op in fn.ops:
         why = _lacks(op, cblas.BITS)

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import struct
 
-from .nodes import Alu, Gemm, Get, Host, If, Load, Loop, Note, Raise, Reg, Set, Store, While
+from .nodes import Alu, Call, Gemm, Get, Host, If, Load, Loop, Note, Raise, Reg, Set, Store
+from .nodes import While
 
 LL = {"f32": "float", "f64": "double", "i64": "i64", "i32": "i32", "bool": "i1"}
 MEM = {**LL, "bool": "i8"}
@@ -174,10 +175,11 @@ def _store(part, s):
 
 
 def _loop(part, s):
-    from .. import pool
-    if s.parallel and pool.AVAILABLE:
-        _parallel(part, s, pool._BOUND[0])
-        return
+    if s.parallel:
+        from .. import pool_bind as pool        # OpenBLAS's pool, without Numba
+        if pool.AVAILABLE:
+            _parallel(part, s, pool._BOUND[0])
+            return
     before, head, done = part.current, part.fresh("h")[1:], part.fresh("x")[1:]
     following, more = part.fresh(), part.fresh()
     part.lines += [f"  br label %{head}", f"{head}:"]
@@ -303,7 +305,13 @@ def _host(part, s):
     raise TypeError(f"a host step ({s.op.prim}) is not LLVM: run.py splits the entry at it")
 
 
-_RENDER = {Alu: lambda part, s: part.emit(f"{s.out.name} = {alu(s)}"), Load: _load,
+def _call(part, s):
+    args = ", ".join(_arg(a) for a in s.args)
+    part.emit(f"{s.out.name} = call {LL[s.out.dtype]} @{s.fn}({args})")
+
+
+_RENDER = {Alu: lambda part, s: part.emit(f"{s.out.name} = {alu(s)}"), Call: _call,
+           Load: _load,
            Store: _store, Loop: _loop, Raise: _raise, Gemm: _gemm, Note: _note, Host: _host,
            If: _if, While: _while, Get: _get, Set: _set}
 
@@ -328,6 +336,17 @@ def function(name: str, groups: list, names, data_offset: int, internal: bool) -
     head = [f"define {'internal ' if internal else ''}i64 @{name}(ptr %arrays, ptr %status) "
             f"noinline nounwind {{", "entry:", *_head(part, data_offset)]
     return "\n\n".join([*part.tasks, "\n".join([*head, *part.lines, "  ret i64 0", "}"])])
+
+
+def scalar_function(name: str, fn) -> tuple:
+    """(definition, declaration) of a scalar Function (outline.py): `@name(params) -> result`,
+    its statements Alus, no memory touched."""
+    t = LL[fn.result.dtype]
+    params = ", ".join(f"{LL[p.dtype]} {p.name}" for p in fn.params)
+    lines = [f"define {t} @{name}({params}) nounwind {{", "entry:"]
+    lines += [f"  {s.out.name} = {alu(s)}" for s in fn.body]
+    lines += [f"  ret {t} {literal(fn.result)}", "}"]
+    return "\n".join(lines), f"declare {t} @{name}({', '.join(LL[p.dtype] for p in fn.params)})"
 
 
 def declarations(text: str) -> list:

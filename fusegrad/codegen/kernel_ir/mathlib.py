@@ -4,7 +4,7 @@ tanh, logistic and erf here; the arc functions, cbrt and hypot in mathlib_arc.py
 The same algorithms, constants and order of operations as mathlib.py's Numba functions
 (Cody-Waite reduction with fma, a Horner fma chain, exponent-bit reconstruction, selects
 for the special values), so the kernel IR's loops vectorize them and their results match
-the Numba backend's; the constant tables are codegen/mathlib_tables.py's, which mathlib.py shares.
+the Numba backend's; the constant tables are codegen/math_tables.py's, which mathlib.py shares.
 sin and cos are not here: mathlib.py's Cody-Waite reduction is accurate only below |x| = 2**43
 and silently wrong (though in [-1, 1]) above, and a full-range reduction (Payne-Hanek) needs a
 table lookup the builder lacks, so their rules call C's sin and cos (builder.libm), correct
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..mathlib_tables import _F32, _F64
+from ..math_tables import _F32, _F64
 
 _LAYOUT = {"f64": ("i64", 52, 1023), "f32": ("i32", 23, 127)}
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..mathlib_tables import ARC_F32 as _F32, ARC_F64 as _F64
+from ..math_tables import ARC_F32 as _F32, ARC_F64 as _F64
 from .mathlib import _frexp, _horner, _ldexp, log_kernel
 
 

@@ -8,6 +8,7 @@ A program is a list of groups, each a list of statements run in order by one fun
     Alu(out, op, args)          out = op(args), a scalar instruction of out's dtype
     Raise(cond, error, value)   stop the call with error number `error` if cond holds
     Gemm(dtype, m, n, k, a, b, c)   c = a @ b (row-major, contiguous), NumPy's own ?gemm
+    Call(out, fn, args)         out = fn(args), a scalar Function of the program
     Note(text)                  the IR equation and the user's file:line a group computes
     Host(op, inputs, outputs)   a step run in Python between compiled parts (host.py)
     If(cond, then, orelse)      if cond: then else: orelse        (cond a bool register)
@@ -136,6 +137,8 @@ class Program:
     notes: list                 # a group's Note text (its op and line)
     errors: list                # error number - 1 -> (exception class, message)
     work: list                  # about how many elements each group visits
+    hot: list = field(default_factory=list)     # per group: compiled at O2 (build.hot)
+    functions: dict = field(default_factory=dict)   # name -> Function, what Calls call
 
 
 @dataclass(frozen=True)
@@ -195,3 +198,21 @@ class While:
     test: list                  # statements run first on every trip, defining cond
     cond: Reg                   # bool: run body (and test again) while it holds
     body: list = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Call:
+    """out = fn(*args): a scalar Function of the program, one primitive's builder rule defined
+    once and called from the groups compiled at level 0 (build.py), where inlining its
+    statements at every use would cost more to compile than the call costs to run."""
+    out: Reg
+    fn: str
+    args: tuple
+
+
+@dataclass(frozen=True)
+class Function:
+    """A scalar function: its parameter registers, its statements (Alus only), its result."""
+    params: tuple
+    body: tuple
+    result: object              # Reg or Const

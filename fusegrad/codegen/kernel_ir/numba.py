@@ -24,8 +24,8 @@ import math
 import struct
 
 from .builder import LIBM
-from .nodes import (ITEMSIZE, Alu, Gemm, Get, If, Load, Loop, Note, Raise, Reg, Set, Store,
-                    While, walk)
+from .nodes import (ITEMSIZE, Alu, Call, Gemm, Get, If, Load, Loop, Note, Raise, Reg, Set,
+                    Store, While, walk)
 
 NP = {"f32": "np.float32", "f64": "np.float64", "i64": "np.int64", "i32": "np.int32",
       "bool": "np.bool_"}
@@ -104,7 +104,8 @@ def alu(node: Alu) -> str:
 class Part:
     """The lines of one function."""
 
-    def __init__(self):
+    def __init__(self, names=None):
+        self.names = names or {}        # a scalar Function's name -> its name in this module
         self.lines: list = []
         self.gemms = 0
 
@@ -191,6 +192,8 @@ _RENDER = {
     Store: lambda part, s, depth: part.emit(depth, f"{part.element(s.buf, s.index)} = "
                                                    f"{literal(s.value)}"),
     Loop: _loop, Raise: _raise, Gemm: _gemm, If: _if, While: _while,
+    Call: lambda part, s, depth: part.emit(depth, f"{name(s.out)} = {part.names[s.fn]}("
+                                                  f"{', '.join(literal(a) for a in s.args)})"),
     Get: lambda part, s, depth: part.emit(depth, f"{name(s.out)} = {name(s.var)}"),
     Set: lambda part, s, depth: part.emit(depth, f"{name(s.var)} = {literal(s.value)}"),
     Note: lambda part, s, depth: [part.emit(depth, f"# {line}") for line in
@@ -198,13 +201,20 @@ _RENDER = {
 }
 
 
+def scalar_function(fname: str, fn, options) -> str:
+    """A scalar Function of the program (outline.py): its Alus, then its result."""
+    body = [f"    {name(s.out)} = {alu(s)}" for s in fn.body]
+    return "\n".join([_decorator(options), f"def {fname}({', '.join(map(name, fn.params))}):",
+                      *body, f"    return {literal(fn.result)}"])
+
+
 def _decorator(options: dict) -> str:
     return "@njit(" + ", ".join(f"{k}={v!r}" for k, v in options.items()) + ")"
 
 
-def function(fname: str, groups: list, params: str, options) -> str:
+def function(fname: str, groups: list, params: str, options, names=None) -> str:
     """One function running groups in order; options(parallel) -> njit's keyword arguments."""
-    part = Part()
+    part = Part(names)
     for stmts in groups:
         part.render(stmts, 1)
     parallel = any(getattr(s, "parallel", False) for g in groups for s in walk(g)
@@ -242,15 +252,18 @@ def source(program, steps, slots: int, options, header: str = "") -> str:
              "from fusegrad.codegen.kernel_ir.numba_support import (  # noqa: F401",
              "    as_f32, as_f64, as_i32, as_i64, copysign, fabs, floor, fma, gemm, rint,",
              "    sdiv, select, sqrt, srem)", ""]
+    names = {f: f"scalar{k}" for k, f in enumerate(program.functions)}   # the same text for
+    for fname, fn in program.functions.items():                         # the same program
+        lines += ["", scalar_function(names[fname], fn, options("kernel", False)), ""]
     for e, step in enumerate(steps):
         groups = parts(program, step)
         if len(groups) == 1:
             lines += ["", function(f"entry{e}", [program.groups[g] for g in groups[0]], params,
-                                   lambda p: options("entry", p)), ""]
+                                   lambda p: options("entry", p), names), ""]
             continue
         for k, gs in enumerate(groups):
             lines += ["", function(f"part{e}_{k}", [program.groups[g] for g in gs], params,
-                                   lambda p: options("kernel", p)), ""]
+                                   lambda p: options("kernel", p), names), ""]
         lines += ["", _decorator(options("entry", False)), f"def entry{e}({params}):"]
         for k in range(len(groups)):
             lines += [f"    code = part{e}_{k}({params})", "    if code:", "        return code"]

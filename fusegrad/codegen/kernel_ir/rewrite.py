@@ -22,7 +22,8 @@
 
 from __future__ import annotations
 
-from .nodes import Alu, Const, Gemm, Get, Index, Load, Loop, Note, Raise, Reg, Set, Store, Var
+from .nodes import Alu, Call, Const, Gemm, Get, Index, Load, Loop, Note, Raise, Reg, Set, Store
+from .nodes import Var
 from .nodes import walk
 
 BIG = 1024                  # elements a group visits: run.py's HOT_ELEMENTS
@@ -33,11 +34,12 @@ UNROLL_STATEMENTS = 24
 
 
 def optimize(program, threads: bool = True):
-    """The rewrites a group's size calls for: a big group (run.py compiles it with LLVM's
-    O2) gets accumulators, lanes and threads, a small one (compiled at O0) is unrolled."""
+    """The rewrites a group's size calls for: a hot group (outline.hot: run.py compiles it
+    with LLVM's O2) gets accumulators, lanes and threads, another (compiled at O0) is
+    unrolled."""
     names = iter(range(1 << 62))            # Vars are named apart across the whole program
     for g, stmts in enumerate(program.groups):
-        if program.work[g] >= BIG:
+        if program.hot[g] if program.hot else program.work[g] >= BIG:
             stmts = lanes(accumulate(stmts, names))
             if threads and program.work[g] >= PARALLEL_WORK:
                 mark_parallel(stmts)
@@ -87,6 +89,8 @@ def copy(stmts, sub: dict, suffix: str, vars_: dict | None = None) -> list:
         if isinstance(s, Alu):
             args = tuple(_value(a, sub) for a in s.args)
             return Alu(rename(s.out), s.op, args)
+        if isinstance(s, Call):
+            return Call(rename(s.out), s.fn, tuple(_value(a, sub) for a in s.args))
         if isinstance(s, Load):
             index = _index(s.index, sub)
             return Load(rename(s.out), s.buf, index)
@@ -111,7 +115,7 @@ def copy(stmts, sub: dict, suffix: str, vars_: dict | None = None) -> list:
 def _defined(stmts) -> set:
     out = set()
     for s in walk(stmts):
-        if isinstance(s, (Alu, Load, Get)):
+        if isinstance(s, (Alu, Call, Load, Get)):
             out.add(s.out)
         elif isinstance(s, Loop):
             out.add(s.var)
@@ -189,7 +193,7 @@ def _sums(loop) -> list:
     body = loop.body
     if any(isinstance(s, (Loop, Raise, Gemm)) for s in body):
         return []
-    if any(loop.var in s.args for s in body if isinstance(s, Alu)) or \
+    if any(loop.var in s.args for s in body if isinstance(s, (Alu, Call))) or \
             any(loop.var == s.value for s in body if isinstance(s, (Store, Set))):
         return []
     gets = {s.var: s for s in body if isinstance(s, Get)}

@@ -1,14 +1,15 @@
 """Compiling a kernel-IR program with llvmlite, and calling it.
 
-The groups that visit the most elements, up to HOT_LOOPS loops of them, go through LLVM's O2
-pipeline for this CPU with its loop vectorizer; the rest, often thousands of short loops in
-an unrolled program, are compiled at level 0 with FastISel, linear in their length (as
-nests.py does, and for the same measured reasons). The entry takes the table of the array
-objects themselves ([arena, params..., results..., constants...]) and an int64 status cell,
+The hot groups (outline.hot) that visit the most elements, up to HOT_LOOPS loops of them,
+and the program's scalar Functions go through LLVM's O2 pipeline for this CPU with its loop
+vectorizer; the rest, often thousands of short loops in an unrolled program, are compiled at
+level 0 with FastISel, linear in their length. The entry takes the table of the array objects
+themselves ([arena, params..., results..., constants...]) and an int64 status cell,
 and returns 0 or the number of the error a Raise met; the runner raises it. Host steps
 (nodes.Host) split the program: each run of groups between them is an entry of its own, and
-the runner calls entries and host steps (host.py) in order on the same table of arrays. status[1] says whether parallel loops may use OpenBLAS's threads on this call: only while
-the machine's load (os.getloadavg, over the last minute) leaves a core idle. A fork-join waits
+the runner calls entries and host steps (host.py) in order on the same table of arrays.
+status[1] says whether parallel loops may use OpenBLAS's threads on this call: only while the
+machine's load (os.getloadavg, over the last minute) leaves a core idle. A fork-join waits
 for its slowest part, and a part queued behind another process's timeslice costs milliseconds
 (W5 ran 2.3x slower on threads than serially on this 2-core machine under a load of 8); the
 bits are the same either way.
@@ -23,10 +24,10 @@ import os
 
 import numpy as np
 
-from .. import straight
 from ..templates import empty, poison_on
 from . import llvm as render
 from . import host
+from .jit import machine_code
 from .nodes import Host, Loop, walk
 
 HOT_ELEMENTS = 1024
@@ -49,18 +50,25 @@ def steps(program) -> list:
     return out
 
 
-def source(program, data_offset: int, hot_loops: int = HOT_LOOPS) -> tuple:
+def source(program, data_offset: int, hot_loops: int | None = None) -> tuple:
     """(hot text, cold text, hot function names, the entry name of each compiled step)."""
     prefix = f"kir{next(_COUNT)}"
     loops = [sum(isinstance(s, Loop) for s in walk(g)) for g in program.groups]
-    hot, budget = set(), hot_loops
+    hot, budget = set(), HOT_LOOPS if hot_loops is None else hot_loops
     for g in sorted(range(len(program.groups)), key=lambda g: -program.work[g]):
         if program.work[g] < HOT_ELEMENTS or loops[g] > budget:
             break
+        if program.hot and not program.hot[g]:
+            continue
         hot.add(g)
         budget -= loops[g]
     names, texts = itertools.count(), {True: [], False: []}
     entries, hot_names, count = [], [], itertools.count()
+    for name, fn in program.functions.items():       # at O2, called from either module
+        definition, declaration = render.scalar_function(name, fn)
+        texts[True].append(definition)
+        texts[False].append(declaration)
+        hot_names.append(name)
     for gs in (s for s in steps(program) if isinstance(s, list)):
         parts: list = []                 # (is hot, [group indices], lines)
         for g in gs:
@@ -103,10 +111,9 @@ def compile_program(program, plan, data_offset: int, compile_fn=None):
     import llvmlite.binding as llvm
     hot, cold, hot_names, entry_names = source(program, data_offset)
     if hot_names:
-        for name, address in zip(hot_names, straight.machine_code(hot, hot_names, 2,
-                                                                  vectorize="loops")):
+        for name, address in zip(hot_names, machine_code(hot, hot_names, 2)):
             llvm.add_symbol(name, address)
-    addresses = iter(straight.machine_code(cold, entry_names, 0, fast_isel=True)
+    addresses = iter(machine_code(cold, entry_names, 0, fast_isel=True)
                      if entry_names else ())
     kind = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p)
     calls, hosts = [], []

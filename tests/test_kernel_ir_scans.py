@@ -1,14 +1,16 @@
-"""Scans whose bodies are small f64 arithmetic run as one LLVM loop (codegen/straight_loops.py):
-first calls against the interpreter and the Python loop, values and derivatives of order 1 and
-2, reverse, length 0, carries that trade places (scalars and bools among them), ys that are
-carries, nan and inf, poison mode, and the fallback to the njit loop for what it does not take.
+"""Scans compiled in place by the kernel IR (kernel_ir/control.py: the loop inside the
+program, what straight_loops.py's LLVM scan loop did for small f64 bodies before it): first
+calls against the interpreter and the Python loop, values and derivatives of order 1 and 2,
+reverse, length 0, carries that trade places (scalars and bools among them), ys that are
+carries, nan and inf, poison mode, a body compiled alone (a scan that stays a host step), and
+int64 counters and big carries, which straight_loops.py left to Numba's njit loop.
 """
 
 import numpy as np
 import pytest
 
 import fusegrad as fg
-from fusegrad.codegen import compile_numba, straight_loops
+from fusegrad.codegen import compile_numba
 from fusegrad.ir.evaluate import eval_function
 from fusegrad.passes.pipeline import optimize
 from fusegrad.testing import check_grads
@@ -19,15 +21,18 @@ rng = np.random.default_rng(7)
 
 def scans(fun, *args) -> list:
     """The scan ops of fun's optimized IR, each with its body compiled as the numba backend
-    compiles it."""
+    compiles the body of a scan that stays a host step."""
     fn = optimize(fg.make_ir(fun)(*args))
     return [(op, compile_numba(op.params["body"], scan=(op.params["num_consts"],
                                                         op.params["num_carry"])))
             for op in fn.ops if op.prim == "scan"]
 
 
-def takes_the_llvm_loop(exe) -> bool:
-    return "define void @scan(" in exe.source
+def compiled_in_place(fun, *args, static_argnums=()) -> bool:
+    """Whether the numba backend compiles fun as one kernel-IR program, its scans loops in it
+    (no host step)."""
+    source = fg.jit(fun, backend="numba", static_argnums=static_argnums).lower(*args).source
+    return "as kernel IR" in source.splitlines()[0] and "host step" not in source
 
 
 def rnn(w, u, h0, xs, reverse=False):
@@ -57,10 +62,10 @@ def rnn_of(reverse):
 
 @pytest.mark.parametrize("reverse", [False, True])
 def test_rnn_value_and_gradient_match_interp_and_the_python_loop(reverse):
-    args = rnn_args(16, 7)             # 16-term products: past straight.py's SMALL_DOT_K
+    args = rnn_args(16, 7)             # 16-term products: past SMALL_DOT_K, a ?gemm each
     vg = fg.value_and_grad(rnn_of(reverse), argnums=(0, 1, 2, 3))
     forward, backward = scans(vg, *args)
-    assert takes_the_llvm_loop(forward[1]) and takes_the_llvm_loop(backward[1])
+    assert compiled_in_place(vg, *args)
     assert backward[0].params["reverse"] is not reverse
     (value, grads), (want, want_grads) = (fg.jit(vg, backend=b)(*args)
                                           for b in ("numba", "interp"))
@@ -101,8 +106,7 @@ def test_swapping_scalar_and_bool_carries_give_the_bits_of_interp_and_the_loop(s
         for a, b in zip(flatten(got)[0], flatten(want)[0], strict=True):
             assert np.shape(a) == np.shape(b) and np.asarray(a).dtype == np.asarray(b).dtype
             np.testing.assert_array_equal(a, b)
-    (_, exe), = scans(lambda c, xs: mixed(c, xs, reverse), MIXED_C, xs)
-    assert takes_the_llvm_loop(exe)
+    assert compiled_in_place(mixed, MIXED_C, xs, reverse, static_argnums=2)
     if steps == 0:
         assert [np.shape(y) for y in got[1]] == [(0, 2), (0,), (0,), (0, 2)]
         for a, b in zip(got[0], MIXED_C, strict=True):
@@ -138,17 +142,16 @@ def test_one_step_runs_as_the_interpreter_does():
         np.testing.assert_allclose(a, b, rtol=1e-14, atol=1e-15)
 
 
-def test_counters_and_big_values_stay_off_the_llvm_scan_loop():
+def test_counters_and_big_values_compile_in_place_too():
     def euler(y):                           # fori_loop: an i64 counter carry
         return fg.lax.fori_loop(0, 4, lambda i, y: y + 0.1 * np.sin(0.1 * i - y), y)
 
     def big(c, xs):                         # a carry past MAX_ELEMENTS
         return fg.lax.scan(lambda c, x: (c * x, np.sum(c)), c, xs)
     y0 = rng.standard_normal(3)
-    c, xs = rng.standard_normal(straight_loops.MAX_ELEMENTS + 1), rng.standard_normal(3)
+    c, xs = rng.standard_normal(65), rng.standard_normal(3)      # straight_loops.py took 64
     for fun, args in ((euler, (y0,)), (big, (c, xs))):
-        (_, exe), = scans(fun, *args)
-        assert not takes_the_llvm_loop(exe) and exe.kind in ("numba", "kernel_ir")
+        assert compiled_in_place(fun, *args)
         for a, b in zip(flatten(fg.jit(fun, backend="numba")(*args))[0], flatten(fun(*args))[0],
                         strict=True):
             np.testing.assert_allclose(a, b, rtol=1e-13)

@@ -1,9 +1,9 @@
-"""Functions of float64 arrays compiled as LLVM loop nests (codegen/nests.py) against the
-interpreter, NumPy and finite differences: every op the path writes (broadcasts, strided and
-reversed slices, pads, concatenation, reductions over any axes, short and long matmuls,
-batched ones), gradients of orders 1 and 2, nan and inf, empty arrays, bool params and
-results, results that are params or constants, poison mode, threads, and which functions the
-cost model leaves to Numba."""
+"""Functions of float64 arrays compiled through the kernel IR (what the LLVM loop nests,
+codegen/nests.py, compiled before it) against the interpreter, NumPy and finite differences:
+broadcasts, strided and reversed slices, pads, concatenation, reductions over any axes, short
+and long matmuls, batched ones, gradients of orders 1 and 2, nan and inf, empty arrays, bool
+params and results, results that are params or constants, poison mode, threads, hot and cold
+groups giving the same bits, and the short functions choose.py leaves to Numba."""
 
 import threading
 
@@ -11,16 +11,18 @@ import numpy as np
 import pytest
 
 import fusegrad as fg
-from fusegrad.codegen import nests
+from fusegrad.codegen import choose
+from fusegrad.codegen.kernel_ir import run
 from fusegrad.testing import assert_backends_agree, check_grads
 
 HEADER = "; fusegrad: @"
+KERNEL_IR = " as kernel IR"
 
 
 @pytest.fixture
 def short_too(monkeypatch):
-    """Short, fast functions take the path too (the cost model leaves them to Numba)."""
-    monkeypatch.setattr(nests, "NUMBA_SHORT_OPS", 0)
+    """Short functions take the path too (choose.short leaves them to Numba)."""
+    monkeypatch.setenv("FUSEGRAD_KERNEL_IR", "all")
 
 
 def _pair(fun, argnums=0):
@@ -28,8 +30,9 @@ def _pair(fun, argnums=0):
             fg.jit(fg.value_and_grad(fun, argnums=argnums), backend="interp"))
 
 
-def _took_nests(jitted, *args) -> bool:
-    return jitted.lower(*args).source.startswith(HEADER)
+def _took_kernel_ir(jitted, *args) -> bool:
+    source = jitted.lower(*args).source
+    return source.startswith(HEADER) and KERNEL_IR in source.splitlines()[0]
 
 
 def _assert_close(got, want, rtol=1e-12, atol=1e-14):
@@ -62,19 +65,19 @@ W = np.random.default_rng(1).uniform(-1.0, 1.0, (5, 6))
 
 def test_shape_ops_reductions_and_products_match_the_interpreter():
     fast, ref = _pair(shapes, (0, 1))
-    assert _took_nests(fast, X, W)
+    assert _took_kernel_ir(fast, X, W)
     _assert_close(fast(X, W), ref(X, W))
 
 
 def test_first_calls_agree_on_eager_interp_and_numba():
     """Nothing warmed up: each backend's first call, value and gradients (and then, that
-    numba's was the loop nests)."""
+    numba's was the kernel IR)."""
     assert_backends_agree(fg.value_and_grad(shapes, argnums=(0, 1)), X, W, rtol=1e-12,
                           atol=1e-14)
     assert_backends_agree(fg.value_and_grad(mlp, argnums=(0, 1, 2, 3)), *_mlp_args(),
                           rtol=1e-12, atol=1e-14)
-    assert _took_nests(fg.jit(fg.value_and_grad(shapes, argnums=(0, 1)), backend="numba"), X, W)
-    assert _took_nests(fg.jit(fg.value_and_grad(mlp, argnums=(0, 1, 2, 3)), backend="numba"),
+    assert _took_kernel_ir(fg.jit(fg.value_and_grad(shapes, argnums=(0, 1)), backend="numba"), X, W)
+    assert _took_kernel_ir(fg.jit(fg.value_and_grad(mlp, argnums=(0, 1, 2, 3)), backend="numba"),
                        *_mlp_args())
 
 
@@ -99,7 +102,7 @@ def _mlp_args(batch=16, d=20, h=24, k=5):
 def test_an_mlp_gradient_takes_the_path_and_matches_interp_and_finite_differences():
     args = _mlp_args()
     fast, ref = _pair(mlp, (0, 1, 2, 3))
-    assert _took_nests(fast, *args)
+    assert _took_kernel_ir(fast, *args)
     _assert_close(fast(*args), ref(*args))
     check_grads(lambda W1, b1: mlp(W1, b1, *args[2:]), args[:2], order=1, backend="numba")
 
@@ -115,7 +118,7 @@ def test_a_scientists_loop_over_time_steps():
         return np.sum(u * u) + np.max(u)
     u0 = np.sin(np.linspace(0.0, 3.0, 200)) + 0.1
     fast = fg.jit(simulate, backend="numba")
-    assert _took_nests(fast, u0, 0.2)
+    assert _took_kernel_ir(fast, u0, 0.2)
     np.testing.assert_allclose(fast(u0, 0.2), simulate(u0, 0.2), rtol=1e-13)
     check_grads(simulate, (u0, 0.2), order=1, backend="numba")
 
@@ -128,7 +131,7 @@ def test_nan_inf_and_extrema(short_too):
     y = np.array([[2.0, 1.0, np.nan, 1.0], [1.0, 0.0, -0.0, np.inf]] * 40)
     got = fg.jit(f, backend="numba")(x, y)
     want = fg.jit(f, backend="interp")(x, y)
-    assert _took_nests(fg.jit(f, backend="numba"), x, y)
+    assert _took_kernel_ir(fg.jit(f, backend="numba"), x, y)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g, w)       # nan where NumPy has nan, same infinities
 
@@ -138,7 +141,7 @@ def test_empty_arrays_and_empty_reductions(short_too):
         return np.sum(x, axis=0), x @ w, np.sum(x) + 1.0, np.max(w, axis=1) if w.size else w
     x, w = np.zeros((0, 3)), np.ones((3, 2))
     fast = fg.jit(f, backend="numba")
-    assert _took_nests(fast, x, w)
+    assert _took_kernel_ir(fast, x, w)
     got, want = fast(x, w), fg.jit(f, backend="interp")(x, w)
     for g, expected in zip(got, want):
         assert g.shape == expected.shape
@@ -157,7 +160,7 @@ def test_bool_params_and_results_and_results_that_are_params_or_constants(short_
     x = np.linspace(0.0, 1.0, 100)
     mask = np.arange(100) % 3 == 0
     fast = fg.jit(f, backend="numba")
-    assert _took_nests(fast, x, mask)
+    assert _took_kernel_ir(fast, x, mask)
     got, want = fast(x, mask), f(x, mask)
     for g, w in zip(got, want):
         assert g.dtype == w.dtype and g.shape == w.shape
@@ -168,8 +171,9 @@ def test_bool_params_and_results_and_results_that_are_params_or_constants(short_
 
 
 def test_buffers_reused_within_a_call_never_clobber_live_values():
-    """A long chain whose temporaries share arena slots: exact against the interpreter (its
-    sums within rounding: NumPy adds pairwise, the nests in order)."""
+    """A long chain whose temporaries share arena slots: exact against the interpreter (C's
+    sin, as NumPy's), its sums within rounding (NumPy adds pairwise, the kernel IR in 8
+    lanes), where a clobbered buffer would be wrong by far."""
     def chain(x):
         keep = []
         for i in range(30):
@@ -179,7 +183,7 @@ def test_buffers_reused_within_a_call_never_clobber_live_values():
         return x, sum(keep)
     x = np.linspace(-1.0, 1.0, 100)
     fast, ref = fg.jit(chain, backend="numba"), fg.jit(chain, backend="interp")
-    assert _took_nests(fast, x)
+    assert _took_kernel_ir(fast, x)
     (got, total), (want, want_total) = fast(x), ref(x)
     assert got.tobytes() == want.tobytes()
     np.testing.assert_allclose(total, want_total, rtol=1e-14)
@@ -215,30 +219,35 @@ def test_calls_from_many_threads_agree():
             assert a.tobytes() == b.tobytes()
 
 
-def test_math_heavy_big_arrays_and_short_fast_functions_stay_with_numba():
+def test_big_arrays_take_the_path_and_short_or_math_heavy_functions_stay_with_numba():
     def w1(x, w, b):
         return np.sum(np.tanh(x * w + b) / (1.0 + np.exp(-x)))
     big = np.linspace(-1.0, 1.0, 200_000)
-    small = big[:1000]
     heavy = fg.jit(fg.grad(w1, argnums=(0, 1, 2)), backend="numba")
-    lowered = heavy.lower(big, big, big)
-    assert not nests.preferred(lowered.ir)
-    assert nests.preferred(heavy.lower(small, small, small).ir)
+    assert choose.choose(heavy.lower(big, big, big).ir)[0] == "kernel_ir"
+    got = heavy(big, big, big)
+    want = fg.jit(fg.grad(w1, argnums=(0, 1, 2)), backend="interp")(big, big, big)
+    _assert_close(got, want, rtol=1e-13, atol=1e-15)
+    huge = np.linspace(-1.0, 1.0, 1 << 20)         # W1's size: choose.math_heavy
+    ir = fg.jit(fg.grad(w1, argnums=(0, 1, 2)), backend="interp").lower(huge, huge, huge).ir
+    assert choose.choose(ir)[0] == "numba"
     args = _mlp_args(batch=256, d=100, h=128, k=10)
-    assert nests.preferred(fg.jit(fg.grad(mlp), backend="numba").lower(*args).ir)
+    assert choose.choose(fg.jit(fg.grad(mlp), backend="numba").lower(*args).ir)[0] == \
+        "kernel_ir"
     scalar = fg.jit(fg.value_and_grad(lambda x: np.sin(x) * x + np.exp(-x * x)), backend="numba")
-    assert not _took_nests(scalar, 0.5)
+    assert not _took_kernel_ir(scalar, 0.5)
     np.testing.assert_allclose(scalar(0.5)[0], np.sin(0.5) * 0.5 + np.exp(-0.25), rtol=1e-15)
 
 
 def test_big_broadcasts_go_to_numba():
     """A jacrev's pullback mapped over an identity multiplies by broadcasts of 10**6 elements,
-    which nests would write out and Numba's kernels fold into their loads."""
+    which the kernel IR would write out and Numba's kernels fold into their loads."""
     def residuals(p, t):
         return np.exp(-p[:, :1] ** 2 * t) * np.sin(p[:, 1:] * t)
     p, t = np.linspace(0.1, 1.0, 20).reshape(10, 2), np.linspace(0.0, 5.0, 100)
     f = fg.jit(fg.jacrev(residuals), backend="numba", tiered=False)
-    assert not nests.preferred(f.lower(p, t).ir)
+    assert choose.choose(f.lower(p, t).ir) == (
+        "numba", "f64 broadcasts written out: Numba's loops fold them into loads")
     eps, e = 1e-6, np.zeros((10, 2))
     e[3, 1] = eps
     fd = (residuals(p + e, t) - residuals(p - e, t)) / (2 * eps)
@@ -246,24 +255,25 @@ def test_big_broadcasts_go_to_numba():
 
 
 def test_the_path_can_be_turned_off(monkeypatch, short_too):
-    monkeypatch.setattr(nests, "ENABLED", False)
+    monkeypatch.setattr(choose, "KERNEL_IR", False)
     f = fg.jit(lambda x: np.sum(x * x, axis=0), backend="numba")
     x = np.ones((100, 3))
-    assert not _took_nests(f, x)
+    assert not _took_kernel_ir(f, x)
     np.testing.assert_array_equal(f(x), np.full(3, 100.0))
 
 
 def test_optimized_and_unoptimized_loops_give_the_same_bits(monkeypatch):
     """No fast-math flags: the loops compiled at O2 (vectorized) and at level 0 agree bit for
     bit, so which loops are hot never changes a result."""
-    monkeypatch.setattr(nests, "NUMBA_LIBM_NS", float("inf"))    # tanh-heavy, nests anyway
     args = _mlp_args(batch=64, d=40, h=48)
     grad = fg.value_and_grad(mlp, argnums=(0, 1, 2, 3))
     results = []
-    for loops in (nests.HOT_LOOPS, 0):
-        monkeypatch.setattr(nests, "HOT_LOOPS", loops)
+    for loops in (run.HOT_LOOPS, 0):
+        monkeypatch.setattr(run, "HOT_LOOPS", loops)
         jitted = fg.jit(grad, backend="numba")
-        assert ("optimized:" in jitted.lower(*args).source) == bool(loops)
+        source = jitted.lower(*args).source
+        assert ("optimized:" in source and "_part" in source.split("optimized:")[1]) == \
+            bool(loops)
         results.append(_leaves(jitted(*args)))
     for a, b in zip(*results):
         assert a.tobytes() == b.tobytes()
