@@ -555,3 +555,14 @@ def test_streamed_rows_under_prange_have_a_scratch_row_each():
     e = np.exp(x - x.max(1, keepdims=True))
     np.testing.assert_allclose(jf(x, w), e / e.sum(1, keepdims=True) @ w, rtol=1e-4,
                                atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_sin_and_cos_of_huge_arguments_are_cs_in_numba_kernels(numba_codegen, dtype):
+    """mathlib's sin and cos are wrong past |x| = 2**43 (2**19 in float32): Numba's kernels
+    call C's, as the kernel IR does (a loop of 200 elements: mathlib's would be inlined)."""
+    x = np.array([1e20, 3e15, 2.0 ** 50, 1.0, -7e30, 1e6] * 40, dtype)
+    f = fg.jit(lambda v: np.sin(v) * np.cos(v), backend="numba", tiered=False)
+    assert f.lower(x).executable.kind == "numba"
+    np.testing.assert_allclose(f(x), np.sin(x) * np.cos(x), rtol=2e-7 if dtype == np.float32
+                               else 1e-15, atol=1e-7 if dtype == np.float32 else 1e-16)

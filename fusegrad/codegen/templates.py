@@ -46,10 +46,17 @@ def mathlib_funcs() -> dict | None:
     return getattr(mathlib, "FUNCS", None)
 
 
+# mathlib's sin and cos reduce their argument by pi/2 with three constants: accurate below
+# |x| = 2**43 (2**19 in float32) and silently wrong past it, so kernels call C's (the kernel
+# IR's rules do the same).
+RANGE_LIMITED = frozenset({"sin", "cos"})
+
+
 def math_name(prim: str, dtype: str, vectorized: bool = True) -> str:
     """The name a kernel calls for a transcendental function (see emit.py's imports)."""
     funcs = mathlib_funcs()
-    if vectorized and funcs is not None and (prim, dtype) in funcs:
+    if vectorized and funcs is not None and (prim, dtype) in funcs and \
+            prim not in RANGE_LIMITED:
         return f"{prim}_{dtype}"
     return MATH_FALLBACK[prim].format(dtype=dtype)
 
