@@ -181,15 +181,22 @@ def _loop(part, s):
             _parallel(part, s, pool._BOUND[0])
             return
     before, head, done = part.current, part.fresh("h")[1:], part.fresh("x")[1:]
+    part.lines.append(f"  br label %{head}")
+    _counted(part, s, ("0", before), s.extent, head, done)
+
+
+def _counted(part, s, start, stop, head, done):
+    """Loop s's body from block `head`, entered from block start[1] with s.var = start[0],
+    stepping while s.var + 1 < stop, then on to block `done`."""
     following, more = part.fresh(), part.fresh()
-    part.lines += [f"  br label %{head}", f"{head}:"]
+    part.lines.append(f"{head}:")
     phi = len(part.lines)
     part.current = head
     part.render(s.body)
-    part.lines.insert(phi, f"  {s.var.name} = phi i64 [0, %{before}], "
+    part.lines.insert(phi, f"  {s.var.name} = phi i64 [{start[0]}, %{start[1]}], "
                            f"[{following}, %{part.current}]")
     part.emit(f"{following} = add nuw nsw i64 {s.var.name}, 1",
-              f"{more} = icmp ult i64 {following}, {s.extent}",
+              f"{more} = icmp ult i64 {following}, {stop}",
               f"br i1 {more}, label %{head}, label %{done}")
     part.lines.append(f"{done}:")
     part.current = done
@@ -205,19 +212,11 @@ def _parallel(part, s, mode: int):
     name = f"{part.name}_task{next(part.names)}"
     task = Part(part.names, name, part.data_offset)
     head, done = task.fresh("h")[1:], task.fresh("x")[1:]
-    following, more = task.fresh(), task.fresh()
     task.lines += ["  %first = lshr i64 %a, 3", "  %last = add i64 %first, %m",
                    "  %any = icmp ult i64 %first, %last", f"  br i1 %any, label %{head}, "
-                   f"label %{done}", f"{head}:"]
-    phi = len(task.lines)
-    task.current = head
-    task.render(s.body)
-    task.lines.insert(phi, f"  {s.var.name} = phi i64 [%first, %entry], "
-                           f"[{following}, %{task.current}]")
-    task.emit(f"{following} = add nuw nsw i64 {s.var.name}, 1",
-              f"{more} = icmp ult i64 {following}, %last",
-              f"br i1 {more}, label %{head}, label %{done}")
-    task.lines += [f"{done}:", "  ret i64 0", "}"]
+                   f"label %{done}"]
+    _counted(task, s, ("%first", "entry"), "%last", head, done)
+    task.lines += ["  ret i64 0", "}"]
     part.tasks += [*task.tasks, "\n".join([
         f"define internal i64 @{name}({_TASK_ARGS}) nounwind {{", "entry:",
         "  %arrays = inttoptr i64 %c to ptr", *_head(task, part.data_offset), *task.lines])]
