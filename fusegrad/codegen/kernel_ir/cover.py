@@ -19,9 +19,9 @@ _OTHER = {"reshape", "constant", "iota", "full", "matmul", *SHAPES, *REDUCTIONS,
 def covers(fn) -> str | None:
     """None if the kernel IR compiles every op of fn, else why not (the first op it lacks)."""
     from .. import cblas
-    from .jit import DATA_OFFSET
-    if DATA_OFFSET is None:
-        return "the address of an array's data cannot be found"
+    from .jit import DATA_OFFSET, ITEMS_OFFSET
+    if DATA_OFFSET is None or ITEMS_OFFSET is None:
+        return "the address of an array's data or a tuple's items cannot be found"
     for op in fn.ops:
         why = _lacks(op, cblas.BITS)
         if why:

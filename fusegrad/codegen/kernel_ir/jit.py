@@ -1,5 +1,6 @@
 """LLVM text to machine code in this process, with llvmlite (the LLVM inside Numba), and where a
-NumPy array object keeps its data pointer, so compiled entries take the array objects.
+NumPy array object keeps its data pointer, a tuple its items and a float its value, so a
+compiled entry takes one tuple of the array objects (and floats) themselves.
 
 Modules are kept in memory only: compiling is fast, and the engines live as long as the
 process (the addresses they hand out must stay valid).
@@ -65,4 +66,24 @@ def _data_offset() -> int | None:
     return found.pop() if len(found) == 1 else None
 
 
+def _items_offset() -> int | None:
+    """Where a tuple object keeps its items (PyTupleObject's `ob_item`, 24 bytes in on 64-bit
+    CPython), found by looking: the runner passes the entry one tuple of the array objects,
+    whose item array is the table of arrays. None if the probe does not find it."""
+    probe = (object(), object(), object())
+    return next((offset for offset in range(8, 64, 8) if all(
+        ctypes.c_void_p.from_address(id(probe) + offset + 8 * k).value == id(item)
+        for k, item in enumerate(probe))), None)
+
+
+def _float_offset() -> int | None:
+    """Where a Python float keeps its value (PyFloatObject's `ob_fval`, 16 bytes in), found by
+    looking: a float argument goes to the entry as the object itself. None if not found."""
+    probe = float.fromhex("0x1.23456789abcdep+7")
+    return next((offset for offset in range(8, 64, 8) if
+                 ctypes.c_double.from_address(id(probe) + offset).value == probe), None)
+
+
 DATA_OFFSET = _data_offset()
+ITEMS_OFFSET = _items_offset()
+FLOAT_OFFSET = _float_offset()

@@ -3,8 +3,10 @@
 The hot groups (outline.hot) that visit the most elements, up to HOT_LOOPS loops of them,
 and the program's scalar Functions go through LLVM's O2 pipeline for this CPU with its loop
 vectorizer; the rest, often thousands of short loops in an unrolled program, are compiled at
-level 0 with FastISel, linear in their length. The entry takes the table of the array objects
-themselves ([arena, params..., results..., constants...]) and an int64 status cell,
+level 0 with FastISel, linear in their length. The parts take the table of the array objects
+themselves ([arena, params..., results..., constants...]) and int64 status cells; an entry
+takes the address of one tuple (status cells, arena, params...) whose items are that table, so
+a call is one ctypes call of one integer (a table built in ctypes cost microseconds a call),
 and returns 0 or the number of the error a Raise met; the runner raises it. Host steps
 (nodes.Host) split the program: each run of groups between them is an entry of its own, and
 the runner calls entries and host steps (host.py) in order on the same table of arrays.
@@ -18,17 +20,17 @@ bits are the same either way.
 from __future__ import annotations
 
 import ctypes
-import functools
 import itertools
 import os
+from typing import NamedTuple
 
 import numpy as np
 
 from ..templates import empty, poison_on
 from . import llvm as render
 from . import host
-from .jit import machine_code
-from .nodes import Host, Loop, walk
+from .jit import FLOAT_OFFSET, ITEMS_OFFSET, machine_code
+from .nodes import Host, Loop, While, walk
 
 HOT_ELEMENTS = 1024
 HOT_LOOPS = 32
@@ -50,7 +52,8 @@ def steps(program) -> list:
     return out
 
 
-def source(program, data_offset: int, hot_loops: int | None = None) -> tuple:
+def source(program, data_offset: int, hot_loops: int | None = None, quick=None,
+           slots: int = 0) -> tuple:
     """(hot text, cold text, hot function names, the entry name of each compiled step)."""
     prefix = f"kir{next(_COUNT)}"
     loops = [sum(isinstance(s, Loop) for s in walk(g)) for g in program.groups]
@@ -88,16 +91,54 @@ def source(program, data_offset: int, hot_loops: int | None = None) -> tuple:
                 texts[False].append(f"declare i64 @{name}(ptr, ptr)")
                 hot_names.append(name)
         entries.append(f"{prefix}_entry{len(entries)}")
-        texts[False].append(_entry(entries[-1], called))
+        texts[False].append(_entry(entries[-1], called, data_offset, quick, slots))
     hot_text, cold_text = "\n\n".join(texts[True]), "\n\n".join(texts[False])
     hot_text = "\n".join([*render.declarations(hot_text), hot_text])
     cold_text = "\n".join([*render.declarations(cold_text), cold_text])
     return hot_text, cold_text, hot_names, entries
 
 
-def _entry(name: str, parts: list) -> str:
-    """An entry calling parts in order, returning the first error number one returns."""
-    lines = [f"define i64 @{name}(ptr %arrays, ptr %status) nounwind {{", "entry:"]
+def _entry(name: str, parts: list, data_offset: int, quick=None, slots: int = 0) -> str:
+    """An entry of the address of the runner's tuple, calling parts in order and returning the
+    first error number one returns. The tuple is (status cells, arena, params..., results...,
+    constants...): from the arena on, its items are the table of arrays. For the quick runner
+    (a Quick) the tuple starts with the floats of params `scalars`, and the entry copies the
+    table (`slots` long) onto its stack, where each such param's slot gets an object of its
+    own whose data is the float's value; with `stack` (not None), the arena (`stack` bytes,
+    all ones if `poison`) and the status cells are on the stack too (the tuple holds None)."""
+    scalars, stack = (quick.scalars, quick.stack) if quick else ((), None)
+    n = len(scalars)
+    lines = [f"define i64 @{name}(ptr %objects) nounwind {{", "entry:",
+             f"  %items = getelementptr i8, ptr %objects, i64 {ITEMS_OFFSET + 8 * n}"]
+    if stack is None:
+        lines += ["  %cells = load ptr, ptr %items", _at("%data", "%cells", data_offset),
+                  "  %status = load ptr, ptr %data"]
+    else:
+        lines += ["  %status = alloca [2 x i64]", "  store [2 x i64] zeroinitializer, ptr %status",
+                  f"  %arena = alloca i64, i64 {max(stack // 8, 1)}, align 64",
+                  *_object("arena", "%arena", data_offset)]
+    for k in range(n):
+        lines += [f"  %x{k}.at = getelementptr ptr, ptr %objects, i64 {ITEMS_OFFSET // 8 + k}",
+                  f"  %x{k} = load ptr, ptr %x{k}.at", _at(f"%v{k}.at", f"%x{k}", FLOAT_OFFSET),
+                  f"  %v{k} = load double, ptr %v{k}.at", f"  %c{k} = alloca double",
+                  f"  store double %v{k}, ptr %c{k}", *_object(f"x{k}", f"%c{k}", data_offset)]
+    if quick is None:
+        lines.append("  %arrays = getelementptr ptr, ptr %items, i64 1")
+    else:                                   # the allocas above stay in the entry block
+        lines += [f"  %arrays = alloca ptr, i64 {slots}", *_loop("copy", slots, [
+            "  %copy.j = add i64 %copy.i, 1",
+            "  %copy.src = getelementptr ptr, ptr %items, i64 %copy.j",
+            "  %copy.item = load ptr, ptr %copy.src",
+            "  %copy.to = getelementptr ptr, ptr %arrays, i64 %copy.i",
+            "  store ptr %copy.item, ptr %copy.to"])]
+    if stack is not None:
+        lines.append("  store ptr %arena.object, ptr %arrays")
+        if quick.poison:
+            lines += _loop("fill", stack // 8, ["  %fill.at = getelementptr i64, ptr %arena, "
+                                                "i64 %fill.i", "  store i64 -1, ptr %fill.at"])
+    for k, i in enumerate(scalars):         # param i is in slot 1 + i
+        lines += [f"  %s{k} = getelementptr ptr, ptr %arrays, i64 {1 + i}",
+                  f"  store ptr %x{k}.object, ptr %s{k}"]
     for k, part in enumerate(parts):
         lines += [f"  %r{k} = call i64 @{part}(ptr %arrays, ptr %status)",
                   f"  %f{k} = icmp ne i64 %r{k}, 0", f"  br i1 %f{k}, label %out{k}, "
@@ -105,19 +146,81 @@ def _entry(name: str, parts: list) -> str:
     return "\n".join([*lines, "  ret i64 0", "}", ""])
 
 
+def _at(name: str, base: str, offset: int) -> str:
+    return f"  {name} = getelementptr i8, ptr {base}, i64 {offset}"
+
+
+def _object(name: str, data: str, data_offset: int) -> list:
+    """%name.object: an object on the stack as the parts see an array, its data at `data`."""
+    return [f"  %{name}.object = alloca i8, i64 {data_offset + 8}, align 8",
+            _at(f"%{name}.data", f"%{name}.object", data_offset),
+            f"  store ptr {data}, ptr %{name}.data"]
+
+
+def _loop(name: str, count: int, body: list) -> list:
+    """body for %name.i in range(count), in blocks of its own."""
+    if count <= 0:
+        return []
+    return [f"  br label %{name}.from", f"{name}.from:", f"  br label %{name}", f"{name}:",
+            f"  %{name}.i = phi i64 [0, %{name}.from], [%{name}.next, %{name}]", *body,
+            f"  %{name}.next = add i64 %{name}.i, 1",
+            f"  %{name}.done = icmp eq i64 %{name}.next, {count}",
+            f"  br i1 %{name}.done, label %{name}.end, label %{name}", f"{name}.end:"]
+
+
+# The quick runner's arena lives on the entry's stack up to this many bytes (a thread's stack
+# is at least 8 MiB on Linux), so that a call takes no state from the pool.
+STACK_ARENA = 1 << 14
+
+
+class Quick(NamedTuple):
+    """How the quick runner calls a program of one compiled step whose results are all its own
+    arrays, on one thread: the f64[] params it passes as floats (`scalars`), the arena's bytes
+    if it and the status cells go on the entry's stack (`stack`: a program that raises
+    nothing, with at most STACK_ARENA bytes of arena; else None: from the pool), and whether
+    the arena starts all ones and the results as poison (`poison`)."""
+    scalars: list
+    stack: int | None
+    poison: bool
+
+
+def _quick_of(program, plan, split, threaded: bool) -> Quick | None:
+    if len(split) != 1 or not isinstance(split[0], list) or threaded or _copies(plan):
+        return None
+    scalars = [i for i, p in enumerate(plan.fn.params) if FLOAT_OFFSET is not None
+               and p.shape == () and p.type.np_dtype == np.float64]
+    stack = plan.arena if not program.errors and plan.arena <= STACK_ARENA else None
+    return Quick(scalars, stack, poison_on())
+
+
+# A quick call of a program visiting at most this many elements keeps the GIL (ctypes'
+# PYFUNCTYPE): letting it go and taking it back costs more (60 ns) than such a call's loops.
+GIL_ELEMENTS = 4096
+
+
+def _keeps_gil(program, quick) -> bool:
+    return quick is not None and sum(program.work) <= GIL_ELEMENTS and not any(
+        isinstance(s, While) for g in program.groups for s in walk(g))
+
+
 def compile_program(program, plan, data_offset: int, compile_fn=None):
     """`run(leaves) -> list of arrays`, and the LLVM text. compile_fn compiles the nested
     Functions of host steps' control flow (codegen.compile.compile_numba)."""
     import llvmlite.binding as llvm
-    hot, cold, hot_names, entry_names = source(program, data_offset)
+    split = steps(program)
+    threaded = any(isinstance(s, Loop) and s.parallel for g in program.groups for s in walk(g))
+    quick = _quick_of(program, plan, split, threaded)
+    slots = 1 + len(plan.fn.params) + len(plan.fn.results) + len(plan.consts)
+    hot, cold, hot_names, entry_names = source(program, data_offset, quick=quick, slots=slots)
     if hot_names:
         for name, address in zip(hot_names, machine_code(hot, hot_names, 2)):
             llvm.add_symbol(name, address)
     addresses = iter(machine_code(cold, entry_names, 0, fast_isel=True)
                      if entry_names else ())
-    kind = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p)
+    kind = (ctypes.PYFUNCTYPE if _keeps_gil(program, quick) else ctypes.CFUNCTYPE)(
+        ctypes.c_int64, ctypes.c_void_p)
     calls, hosts = [], []
-    for s in steps(program):
+    for s in split:
         if isinstance(s, list):
             calls.append(kind(next(addresses)))
         else:
@@ -126,8 +229,7 @@ def compile_program(program, plan, data_offset: int, compile_fn=None):
     text = (f"; fusegrad: @{program.name} as kernel IR (codegen/kernel_ir)\n"
             + "".join(line + "\n" for line in hosts) + cold
             + (f"\n; the longest loops, optimized:\n{hot}" if hot_names else ""))
-    threaded = any(isinstance(s, Loop) and s.parallel for g in program.groups for s in walk(g))
-    run = runner(calls, plan, program.errors, threaded)
+    run = runner(calls, plan, program.errors, threaded, quick)
     run.compiled = {k: v for c in calls for k, v in getattr(c, "compiled", {}).items()}
     return run, text
 
@@ -140,71 +242,109 @@ def idle_core() -> bool:
     return os.getloadavg()[0] < (os.cpu_count() or 1) - 0.5
 
 
-def runner(calls, plan, errors, threaded=False):
-    """run(leaves): the compiled entries (ctypes functions of the table of array objects and
-    the status cells) and Python steps (host steps, Numba entries: functions of the list of
-    arrays and the status cells) called in order;
-    a result that is not its own array (a param, a constant, another result, the arena) is
-    copied out. Idle arenas are reused by the next call, each with its views of the results
-    it holds."""
-    poison = poison_on()
-    fn = plan.fn
+def _copies(plan) -> list:
+    """(result, slot, byte offset, size, dtype, shape) of each result that is not its own array
+    (a param, a constant, another result, a part of the arena): the runner copies it out."""
     owned = {i: r for r, i in plan.result_slot.items()}
-    results = [(r.shape, str(r.type.np_dtype)) for r in fn.results]
-    params = [p.type.np_dtype for p in fn.params]
-    copies = []                     # (result, slot, byte offset, size, dtype, shape)
-    for i, r in enumerate(fn.results):
+    out = []
+    for i, r in enumerate(plan.fn.results):
         root = plan.of(r)
         if owned.get(i) is not root:
             b = plan.where[root]
-            copies.append((i, b.slot, b.byte, r.type.size, r.type.np_dtype, r.shape))
+            out.append((i, b.slot, b.byte, r.type.size, r.type.np_dtype, r.shape))
+    return out
+
+
+def runner(calls, plan, errors, threaded=False, quick=None):
+    """run(leaves): the compiled entries (ctypes functions of the address of one tuple, the
+    status cells and the table of arrays) and Python steps (host steps, Numba entries:
+    functions of the table of arrays and the status cells) called in order; a result that is
+    not its own array is copied out. A call takes an idle state (status cells, an arena with
+    its views of the results it holds) or makes one, and leaves it idle when done: two threads
+    calling at once never share one, and the results are new arrays on every call. With
+    `quick` (compile_program's _quick_of), the quick runner."""
+    poison = poison_on()
+    fn = plan.fn
+    results = [(r.shape, np.dtype(r.type.np_dtype)) for r in fn.results]
+    params = [np.dtype(p.type.np_dtype) for p in fn.params]
+    copies = _copies(plan)
     from_arena = [c for c in copies if c[1] == 0]
     elsewhere = [c for c in copies if c[1] != 0]
-    table = ctypes.c_void_p * (1 + len(fn.params) + len(results) + len(plan.consts))
-    consts = tuple(map(id, plan.consts))
-    keep = plan.consts              # the constants live as long as the runner
-    ascontiguous, byref, status_cells = np.ascontiguousarray, ctypes.byref, ctypes.c_int64 * 2
-    new = functools.partial(empty, poison=poison) if poison else \
-        (lambda shape, np_dtype: np.empty(shape, np_dtype))
-    arenas = []
-    single = calls[0] if len(calls) == 1 and calls[0].__class__ is not python_function \
-        else None
+    consts = tuple(plan.consts)
+    ascontiguous = np.ascontiguousarray
+    new = (lambda shape, dtype: empty(shape, dtype.name, True)) if poison else np.empty
+    idle: list = []                 # states no call holds
 
-    def arena_views():
-        arena = np.full(plan.arena, 0xFF, np.uint8) if poison else np.empty(plan.arena,
-                                                                            np.uint8)
-        return arena, [(i, arena[byte:byte + size * np.dtype(dt).itemsize].view(dt)
-                        .reshape(shape)) for i, _, byte, size, dt, shape in from_arena]
+    def state():
+        arena = np.empty(plan.arena, np.uint8)
+        return np.zeros(2, np.int64), arena, \
+            [(i, arena[byte:byte + size * np.dtype(dt).itemsize].view(dt).reshape(shape))
+             for i, _, byte, size, dt, shape in from_arena]
+
+    def fail(code, status):
+        kind, message = errors[code - 1]
+        raise kind(message.format(int(status[0])))
+
+    if quick is not None:
+        return _quick(calls[0], quick, params, results, consts, idle, state, fail, new)
+
+    def in_order(objects):
+        status, arrays = objects[0], objects[1:]
+        for call in calls:
+            code = call(arrays, status) if call.__class__ is python_function else \
+                call(id(objects))
+            if code:
+                return code
+        return 0
 
     def run(leaves):
-        args = [ascontiguous(x, dt) for x, dt in zip(leaves, params)]
-        arena, views = arenas.pop() if arenas else arena_views()
+        held = idle.pop() if idle else state()
+        status, arena, views = held
         if poison:
             arena.fill(0xFF)
-        outs = [new(shape, np_dtype=dt) for shape, dt in results]
-        status = status_cells(0, threaded and idle_core())
-        pointers = table(id(arena), *map(id, args), *map(id, outs), *consts)
-        code = 0
+        if threaded:
+            status[1] = idle_core()
+        outs = [new(shape, dtype) for shape, dtype in results]
+        objects = (status, arena, *[ascontiguous(x, dt) for x, dt in zip(leaves, params)],
+                   *outs, *consts)
         try:
-            if single:
-                code = single(pointers, byref(status))
-            else:
-                arrays = [arena, *args, *outs, *keep]
-                for call in calls:
-                    code = call(arrays, status) if call.__class__ is python_function else \
-                        call(pointers, byref(status))
-                    if code:
-                        break
+            code = in_order(objects)
             for i, view in views:
                 outs[i] = view.copy()
         finally:
-            arenas.append((arena, views))
+            idle.append(held)
         if code:
-            kind, message = errors[code - 1]
-            raise kind(message.format(status[0]))
-        if elsewhere:
-            arrays = [arena, *args, *outs, *keep]
-            for i, slot, _, size, _, shape in elsewhere:
-                outs[i] = arrays[slot].reshape(-1)[:size].reshape(shape).copy()
+            fail(code, status)
+        for i, slot, _, size, _, shape in elsewhere:
+            outs[i] = objects[slot + 1].reshape(-1)[:size].reshape(shape).copy()
         return outs
     return run
+
+
+def _quick(entry, quick, params, results, consts, idle, state, fail, new):
+    """run for one compiled entry (_entry's quick form), written out as Python text once (as
+    api._rebuilder is): no loop, no list built but the results'. Params in `scalars` go as
+    floats (float(x)); with `stack`, no state is taken: the entry has its own."""
+    scalars, stack, poison = quick
+    n, first = len(params), 2 + len(scalars) + len(params)
+    items = [*[f"float(x{i})" for i in scalars],
+             *(["None", "None"] if stack is not None else ["held[0]", "held[1]"]),
+             *["None" if i in scalars else f"asc(x{i}, p{i})" for i in range(n)],
+             *[f"new(s{j}, d{j})" for j in range(len(results))],
+             *[f"c{k}" for k in range(len(consts))]]
+    call = [f"    objects = ({', '.join(items)},)", "    code = entry(id(objects))"]
+    if stack is None:
+        call = ["    held = idle.pop() if idle else state()",
+                *(["    held[1].fill(255)"] if poison else []), *call, "    idle.append(held)",
+                "    if code:", "        fail(code, held[0])"]
+    text = "\n".join([
+        "def quick(leaves):",
+        f"    {''.join(f'x{i}, ' for i in range(n))}= leaves" if n else "", *call,
+        f"    return [{', '.join(f'objects[{first + j}]' for j in range(len(results)))}]"])
+    scope = {"idle": idle, "state": state, "fail": fail, "entry": entry, "new": new,
+             "asc": np.ascontiguousarray, **{f"p{i}": dt for i, dt in enumerate(params)},
+             **{f"s{j}": shape for j, (shape, _) in enumerate(results)},
+             **{f"d{j}": dt for j, (_, dt) in enumerate(results)},
+             **{f"c{k}": c for k, c in enumerate(consts)}}
+    exec(text, scope)
+    return scope["quick"]
