@@ -16,7 +16,7 @@ from fusegrad.testing import check_grads
 
 @pytest.fixture
 def always_straight(monkeypatch):
-    """Short f64 functions take the kernel IR too (choose.short leaves them to Numba)."""
+    """No performance gate of choose.py sends them to Numba (FUSEGRAD_KERNEL_IR=all)."""
     monkeypatch.setenv("FUSEGRAD_KERNEL_IR", "all")
 
 

@@ -226,8 +226,7 @@ def test_rounding_and_remainders_match_numpy_bit_for_bit(dtype):
 
 
 def test_scalar_rounding_matches_numpy_on_every_compiled_path(monkeypatch):
-    """0-d float64 functions compile through the kernel IR (short ones only under
-    FUSEGRAD_KERNEL_IR=all) and through Numba."""
+    """0-d float64 functions compile through the kernel IR and through Numba."""
     monkeypatch.setenv("FUSEGRAD_KERNEL_IR", "all")
 
     def f(x, y):

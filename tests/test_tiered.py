@@ -178,7 +178,7 @@ def test_f64_arrays_compile_once_through_the_kernel_ir(tiered_on, monkeypatch, c
     llvmlite in the slot thread: no second tier recompiles it with Numba later."""
     monkeypatch.setenv("FUSEGRAD_LOG", "compile")
     f = fg.jit(fg.value_and_grad(loss, argnums=1))
-    x = np.linspace(-0.5, 1.5, 4096)           # not short: short ones go to Numba
+    x = np.linspace(-0.5, 1.5, 4096)
     want_value, want_grad = reference(x, W)
     f(x, W)
     f(x, W)

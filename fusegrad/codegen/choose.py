@@ -6,8 +6,8 @@ the compile worker ask for.
                     compiled in place); a scan body that stays a host step, run from
                     Python each step
     glue            control flow compiled, a little glue around it on the interpreter
-    numba           generated Numba source: short f64 functions (`short`), f64 math on
-                    many elements (`math_heavy`), and what the kernel IR lacks
+    numba           generated Numba source: f64 math on many elements (`math_heavy`), f64
+                    broadcasts written out (`broadcast_heavy`), and what the kernel IR lacks
 
 `choose` returns (path, reason); compile_numba logs both under FUSEGRAD_LOG=compile.
 `renderer` says (the same way) which text the kernel IR is rendered to: LLVM IR or Numba.
@@ -37,22 +37,6 @@ def glue_only(ir) -> bool:
 
 
 _INDEX_OPS = {"take", "take_along_axis", "scatter_add", "scatter_add_along_axis"}
-
-
-# A short f64 function of few elements goes to Numba: a call of its entry costs about 1.6 us,
-# the kernel IR's runner (ctypes, the table of arrays) 6 us (benchmarks/run.py's W3 scalar),
-# and Numba compiles it in about a second. Functions of other dtypes go to the kernel IR anyway
-# (Numba's compile of int64 or float32 code takes several).
-# FUSEGRAD_KERNEL_IR=all (read on each call) sends them to the kernel IR too, for measuring.
-SHORT_OPS = 24
-SHORT_ELEMENTS = 2048
-
-
-def short(ir) -> bool:
-    """Whether ir has at most SHORT_OPS ops visiting at most SHORT_ELEMENTS elements."""
-    return len(ir.ops) <= SHORT_OPS and sum(
-        max(v.type.size for v in (*op.inputs, *op.outputs)) for op in ir.ops
-        if op.outputs) <= SHORT_ELEMENTS
 
 
 # An f64 program whose transcendental math (the registry's `libm` primitives) covers at least
@@ -92,11 +76,10 @@ def choose(ir, scan=None) -> tuple:
     """(path, reason) for compiling ir (a scan body when scan is (num_consts, num_carry))."""
     why_not = kernel_ir.covers(ir) if KERNEL_IR else "it all: it is off (FUSEGRAD_KERNEL_IR=0)"
     special = _needs_numba_today(ir)
+    # FUSEGRAD_KERNEL_IR=all (read on each call) sends these to the kernel IR too, for measuring.
     if why_not is None and special is None and scan is None and \
             os.environ.get("FUSEGRAD_KERNEL_IR") != "all" and \
             not any(nested(op) for op in ir.ops):
-        if short(ir):
-            return "numba", "a short f64 function: Numba's entry costs less a call"
         if math_heavy(ir):
             return "numba", "f64 math on many elements: Numba's loops run it faster"
         if broadcast_heavy(ir):
