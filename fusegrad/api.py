@@ -271,7 +271,10 @@ class Jitted:
                                    if type(x) is np.ndarray):
             executable = lowered.executable
             fast = self._fast_by_backend.setdefault(backend, {})
-            fast[key] = (getattr(executable, "run", executable), _rebuilder(out_tree))
+            rebuild = _rebuilder(out_tree)
+            fast[key] = (getattr(executable, "run", executable), rebuild)
+            if isinstance(executable, Tiered):      # then the compiled entry's run itself
+                executable.when_switched(lambda run: fast.__setitem__(key, (run, rebuild)))
             self._fast, self._fast_env = fast, env
         return unflatten(out_tree, lowered.executable(arrays))
 

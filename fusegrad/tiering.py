@@ -86,6 +86,15 @@ class Tiered:
         self._done = threading.Event()
         self._claim = threading.Lock()   # taken, never released, by whoever queues the compile
         self._start_time = time.perf_counter()
+        self._on_switch: list = []       # hooks given the compiled run when calls switch
+
+    def when_switched(self, hook) -> None:
+        """hook(run) once calls switch to the compiled entry (now, if they have): api.Jitted's
+        fast path then calls the entry's run itself, not through this object."""
+        if self._switched and self.error is None:
+            hook(self.compiled.run)
+        else:
+            self._on_switch.append(hook)
 
     def _after_fork(self):
         """In a forked child, a compile the parent had queued or begun is not this process's:
@@ -148,6 +157,9 @@ class Tiered:
         log_compile(f"tiered {self.ir.name}: the {self.compiled.kind} entry is ready after "
                     f"{time.perf_counter() - self._start_time:.3f} s; calls switch from "
                     f"{tier}")
+        hooks, self._on_switch = self._on_switch, []
+        for hook in hooks:
+            hook(self.compiled.run)
 
     def wait(self):
         """The compiled executable: compiled now in this thread, unless a slot has begun

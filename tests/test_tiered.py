@@ -134,7 +134,7 @@ def test_keyword_calls_keep_the_setting(monkeypatch):
     assert not isinstance(next(iter(inner._entries.values()))[0].executable, Tiered)
 
 
-def test_a_program_with_host_steps_switches_to_compiled_segments(tiered_on):
+def test_a_program_with_host_steps_switches_to_compiled_segments(tiered_on, numba_codegen):
     """np.linalg.solve is a LAPACK host step: the compiled module's segments compile on their
     first run, which the compile slot makes with the queueing call's arguments."""
     a = np.array([[3.0, 0.5, 0.1], [0.2, 2.0, 0.3], [0.1, 0.4, 4.0]])
@@ -190,3 +190,18 @@ def test_f64_arrays_compile_once_through_the_kernel_ir(tiered_on, monkeypatch, c
     assert log.count("entry is ready") == 1 and "calls switch from interp" in log
     np.testing.assert_allclose(value, want_value, rtol=1e-13)
     np.testing.assert_allclose(grad, want_grad, rtol=1e-12)
+
+
+def test_after_the_switch_calls_go_to_the_compiled_run_itself(tiered_on):
+    """The fast path installed on the first (interpreted) call is repointed at the compiled
+    entry's run when calls switch: no Tiered and Executable layers a call."""
+    f = fg.jit(fg.value_and_grad(loss, argnums=1))
+    x = np.linspace(-0.5, 1.5, 8)
+    f(x, W)
+    f(x, W)
+    assert COMPILES.join(timeout=240)
+    value, grad = f(x, W)                        # the switch
+    tier = next(iter(f._entries.values()))[0].executable
+    assert [run for run, _ in f._fast.values()] == [tier.compiled.run]
+    for got, want in zip((value, grad, *f(x, W)), reference(x, W) * 2):
+        np.testing.assert_allclose(got, want, rtol=1e-12)
