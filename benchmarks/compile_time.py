@@ -46,6 +46,7 @@ PROGRAMS = {
     "mog_vi": "mixture-of-Gaussians VI, 10 components, 40 samples each: norm.logpdf",
     "gp": "Gaussian process, RBF kernel, 50 points in 2-D: Cholesky, solve_triangular",
     "convnet": "LeNet-5 shape, batch 32 of 28x28: scipy.signal.convolve per filter, max pool",
+    "w3": "a short function: benchmarks/run.py's W3, sin(x)*x+exp(-x*x) of a float, value and grad",
 }
 REAL = ("gmm", "mog_vi", "gp", "convnet")     # benchmarks/real_programs.py
 COLUMNS = ("fusegrad", "kir", "numba_renderer", "tiered", "interp", "jax", "hand")
@@ -216,6 +217,12 @@ class _PythonLax:
         return carry, numpy.stack(ys)
 
 
+def w3(np, logsumexp):
+    def f(x):
+        return np.sin(x) * x + np.exp(-x * x)
+    return f, (0.7,), 0
+
+
 def build(name, np, logsumexp, lax, scipy=None):
     if name in REAL:
         import real_programs
@@ -225,7 +232,7 @@ def build(name, np, logsumexp, lax, scipy=None):
     if name == "rnn_scan":
         return rnn_scan(np, lax)
     return {"mlp": mlp, "lstm": lstm, "hmm": hmm, "hmm_index": hmm_index,
-            "mlp32": mlp32}[name](np, logsumexp)
+            "mlp32": mlp32, "w3": w3}[name](np, logsumexp)
 
 
 # -- one child: the first call, timed --------------------------------------------------------
