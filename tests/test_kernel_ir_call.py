@@ -135,3 +135,16 @@ def test_a_short_program_gets_the_quick_runner_its_arena_on_the_stack():
     program, plan = build(fn, Plan(fn))
     assert program.errors and kir_run._quick_of(program, plan, kir_run.steps(program),
                                                 False).stack is None
+
+
+def test_only_a_short_call_keeps_the_gil():
+    """A quick call of at most GIL_ELEMENTS elements keeps the GIL; a longer one, or one that
+    calls ?gemm (whose work the count leaves out), lets other threads run meanwhile."""
+    def keeps(f, *args):
+        fn = optimize(make_ir(f)(*args))
+        program, plan = build(fn, Plan(fn))
+        quick = kir_run._quick_of(program, plan, kir_run.steps(program), False)
+        return kir_run._keeps_gil(program, quick)
+    assert keeps(several, np.zeros(3), 0.0)
+    assert not keeps(several, np.zeros(5000), 0.0)
+    assert not keeps(lambda a, b: a @ b, np.zeros((2, 300)), np.zeros((300, 2)))

@@ -30,7 +30,7 @@ from ..templates import empty, poison_on
 from . import llvm as render
 from . import host
 from .jit import FLOAT_OFFSET, ITEMS_OFFSET, machine_code
-from .nodes import Host, Loop, While, walk
+from .nodes import Gemm, Host, Loop, While, walk
 
 HOT_ELEMENTS = 1024
 HOT_LOOPS = 32
@@ -195,12 +195,13 @@ def _quick_of(program, plan, split, threaded: bool) -> Quick | None:
 
 # A quick call of a program visiting at most this many elements keeps the GIL (ctypes'
 # PYFUNCTYPE): letting it go and taking it back costs more (60 ns) than such a call's loops.
+# Not one with a While (trips unknown) or a Gemm (NumPy's ?gemm: its work is not counted).
 GIL_ELEMENTS = 4096
 
 
 def _keeps_gil(program, quick) -> bool:
     return quick is not None and sum(program.work) <= GIL_ELEMENTS and not any(
-        isinstance(s, While) for g in program.groups for s in walk(g))
+        isinstance(s, (While, Gemm)) for g in program.groups for s in walk(g))
 
 
 def compile_program(program, plan, data_offset: int, compile_fn=None):
