@@ -67,6 +67,23 @@ def test_each_call_returns_new_arrays(mode, size):
                    for b in arrays[k + 1:])
 
 
+def aliases(x, s):
+    """Results that are params or views of another result: copied out."""
+    y = np.sin(x) * s
+    return x, s, y, y.reshape(3, 1)
+
+
+def test_results_that_are_params_or_another_result_are_copies(mode):
+    x = np.array([0.5, -1.0, 2.0])
+    run = compiled(aliases, x, 0.25)
+    for s in (0.25, -3.0):
+        got = run([x, s])
+        y = np.sin(x) * s
+        agrees(got, [x, np.float64(s), y, y.reshape(3, 1)])
+        assert not any(np.shares_memory(a, b) for k, a in enumerate([*got, x])
+                       for b in [*got, x][k + 1:])
+
+
 @pytest.mark.parametrize("scalar", [0.75, np.float64(0.75), np.array(0.75), 3])
 def test_a_scalar_param_takes_any_form_of_a_float(mode, scalar):
     x = np.linspace(-1, 1, 4)

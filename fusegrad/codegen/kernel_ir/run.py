@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import math
 import os
 from typing import NamedTuple
 
@@ -174,22 +175,24 @@ STACK_ARENA = 1 << 14
 
 
 class Quick(NamedTuple):
-    """How the quick runner calls a program of one compiled step whose results are all its own
-    arrays, on one thread: the f64[] params it passes as floats (`scalars`), the arena's bytes
-    if it and the status cells go on the entry's stack (`stack`: a program that raises
-    nothing, with at most STACK_ARENA bytes of arena; else None: from the pool), and whether
-    the arena starts all ones and the results as poison (`poison`)."""
+    """How the quick runner calls a program of one compiled step on one thread: the f64[]
+    params it passes as floats (`scalars`: not a param a result copies), the arena's bytes if
+    it and the status cells go on the entry's stack (`stack`: a program that raises nothing,
+    with at most STACK_ARENA bytes of arena, and no result copied out of it; else None: from
+    the pool), and whether the arena starts all ones and the results as poison (`poison`)."""
     scalars: list
     stack: int | None
     poison: bool
 
 
 def _quick_of(program, plan, split, threaded: bool) -> Quick | None:
-    if len(split) != 1 or not isinstance(split[0], list) or threaded or _copies(plan):
+    if len(split) != 1 or not isinstance(split[0], list) or threaded:
         return None
+    copied = {c[1] for c in _copies(plan)}          # slots results are copied from
     scalars = [i for i, p in enumerate(plan.fn.params) if FLOAT_OFFSET is not None
-               and p.shape == () and p.type.np_dtype == np.float64]
-    stack = plan.arena if not program.errors and plan.arena <= STACK_ARENA else None
+               and p.shape == () and p.type.np_dtype == np.float64 and 1 + i not in copied]
+    stack = plan.arena if not program.errors and plan.arena <= STACK_ARENA and \
+        0 not in copied else None
     return Quick(scalars, stack, poison_on())
 
 
@@ -287,7 +290,8 @@ def runner(calls, plan, errors, threaded=False, quick=None):
         raise kind(message.format(int(status[0])))
 
     if quick is not None:
-        return _quick(calls[0], quick, params, results, consts, idle, state, fail, new)
+        return _quick(calls[0], quick, params, [p.shape for p in fn.params], results, consts,
+                      copies, (idle, state, fail, new))
 
     def in_order(objects):
         status, arrays = objects[0], objects[1:]
@@ -322,26 +326,40 @@ def runner(calls, plan, errors, threaded=False, quick=None):
     return run
 
 
-def _quick(entry, quick, params, results, consts, idle, state, fail, new):
+def _quick(entry, quick, params, shapes, results, consts, copies, helpers):
     """run for one compiled entry (_entry's quick form), written out as Python text once (as
     api._rebuilder is): no loop, no list built but the results'. Params in `scalars` go as
-    floats (float(x)); with `stack`, no state is taken: the entry has its own."""
+    floats (float(x)); with `stack`, no state is taken: the entry has its own. A result that
+    is not its own array is copied out of the state's view of the arena (before the state is
+    left idle) or out of its slot's array."""
     scalars, stack, poison = quick
-    n, first = len(params), 2 + len(scalars) + len(params)
+    n, base = len(params), 1 + len(scalars)      # objects[base + slot] is slot's array
     items = [*[f"float(x{i})" for i in scalars],
              *(["None", "None"] if stack is not None else ["held[0]", "held[1]"]),
              *["None" if i in scalars else f"asc(x{i}, p{i})" for i in range(n)],
              *[f"new(s{j}, d{j})" for j in range(len(results))],
              *[f"c{k}" for k in range(len(consts))]]
+    outs = [f"objects[{base + 1 + n + j}]" for j in range(len(results))]
+    shapes = [None, *shapes, *(shape for shape, _ in results), *(c.shape for c in consts)]
+    views = []
+    for i, slot, _, size, _, _ in copies:
+        if slot == 0:
+            views.append(f"    r{i} = held[2][{len(views)}][1].copy()")
+            outs[i] = f"r{i}"
+        elif math.prod(shapes[slot]) == size:       # all of the slot's array
+            outs[i] = f"objects[{base + slot}].reshape(s{i}).copy()"
+        else:
+            outs[i] = f"objects[{base + slot}].reshape(-1)[:{size}].reshape(s{i}).copy()"
     call = [f"    objects = ({', '.join(items)},)", "    code = entry(id(objects))"]
     if stack is None:
         call = ["    held = idle.pop() if idle else state()",
-                *(["    held[1].fill(255)"] if poison else []), *call, "    idle.append(held)",
-                "    if code:", "        fail(code, held[0])"]
+                *(["    held[1].fill(255)"] if poison else []), *call, *views,
+                "    idle.append(held)", "    if code:", "        fail(code, held[0])"]
     text = "\n".join([
         "def quick(leaves):",
         f"    {''.join(f'x{i}, ' for i in range(n))}= leaves" if n else "", *call,
-        f"    return [{', '.join(f'objects[{first + j}]' for j in range(len(results)))}]"])
+        f"    return [{', '.join(outs)}]"])
+    idle, state, fail, new = helpers
     scope = {"idle": idle, "state": state, "fail": fail, "entry": entry, "new": new,
              "asc": np.ascontiguousarray, **{f"p{i}": dt for i, dt in enumerate(params)},
              **{f"s{j}": shape for j, (shape, _) in enumerate(results)},
