@@ -7,7 +7,10 @@ level 0 with FastISel, linear in their length. The parts take the table of the a
 themselves ([arena, params..., results..., constants...]) and int64 status cells; an entry
 takes the address of one tuple (status cells, arena, params...) whose items are that table, so
 a call is one ctypes call of one integer (a table built in ctypes cost microseconds a call),
-and returns 0 or the number of the error a Raise met; the runner raises it. Host steps
+and returns 0 or the number of the error a Raise met; the runner raises it. A program of one
+compiled step gets a quick runner (`_quick`: Python written out once, f64[] params passed as
+floats, the arena and status on the entry's stack when nothing raises), so a call of a short
+function costs what a call of Numba's entry does (W3: 1.5 us through fg.jit). Host steps
 (nodes.Host) split the program: each run of groups between them is an entry of its own, and
 the runner calls entries and host steps (host.py) in order on the same table of arrays.
 status[1] says whether parallel loops may use OpenBLAS's threads on this call: only while the
