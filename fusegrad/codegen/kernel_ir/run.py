@@ -172,9 +172,11 @@ def _loop(name: str, count: int, body: list) -> list:
             f"  br i1 %{name}.done, label %{name}.end, label %{name}", f"{name}.end:"]
 
 
-# The quick runner's arena lives on the entry's stack up to this many bytes (a thread's stack
-# is at least 8 MiB on Linux), so that a call takes no state from the pool.
+# The quick runner's arena lives on the entry's stack up to this many bytes, so that a call
+# takes no state from the pool, and its table of arrays (8 bytes a slot) up to this many slots:
+# 48 KiB at most, little next to a thread's stack (8 MiB by default on Linux).
 STACK_ARENA = 1 << 14
+STACK_SLOTS = 1 << 12
 
 
 class Quick(NamedTuple):
@@ -189,7 +191,8 @@ class Quick(NamedTuple):
 
 
 def _quick_of(program, plan, split, threaded: bool) -> Quick | None:
-    if len(split) != 1 or not isinstance(split[0], list) or threaded:
+    slots = 1 + len(plan.fn.params) + len(plan.fn.results) + len(plan.consts)
+    if len(split) != 1 or not isinstance(split[0], list) or threaded or slots > STACK_SLOTS:
         return None
     copied = {c[1] for c in _copies(plan)}          # slots results are copied from
     scalars = [i for i, p in enumerate(plan.fn.params) if FLOAT_OFFSET is not None
