@@ -34,7 +34,7 @@ from ..templates import empty, poison_on
 from . import llvm as render
 from . import host
 from .jit import FLOAT_OFFSET, ITEMS_OFFSET, machine_code
-from .nodes import Gemm, Host, Loop, While, walk
+from .nodes import Gemm, Host, Loop, Raise, While, walk
 
 HOT_ELEMENTS = 1024
 HOT_LOOPS = 32
@@ -197,8 +197,10 @@ def _quick_of(program, plan, split, threaded: bool) -> Quick | None:
     copied = {c[1] for c in _copies(plan)}          # slots results are copied from
     scalars = [i for i, p in enumerate(plan.fn.params) if FLOAT_OFFSET is not None
                and p.shape == () and p.type.np_dtype == np.float64 and 1 + i not in copied]
-    stack = plan.arena if not program.errors and plan.arena <= STACK_ARENA and \
-        0 not in copied else None
+    raises = program.errors or any(isinstance(s, Raise) for g in program.groups
+                                   for s in walk(g))
+    stack = plan.arena if not raises and plan.arena <= STACK_ARENA and 0 not in copied \
+        else None
     return Quick(scalars, stack, poison_on())
 
 
@@ -292,6 +294,8 @@ def runner(calls, plan, errors, threaded=False, quick=None):
              for i, _, byte, size, dt, shape in from_arena]
 
     def fail(code, status):
+        if status is None:
+            raise RuntimeError(f"kernel IR entry returned error {code} with no Raise")
         kind, message = errors[code - 1]
         raise kind(message.format(int(status[0])))
 
@@ -361,6 +365,8 @@ def _quick(entry, quick, params, shapes, results, consts, copies, helpers):
         call = ["    held = idle.pop() if idle else state()",
                 *(["    held[1].fill(255)"] if poison else []), *call, *views,
                 "    idle.append(held)", "    if code:", "        fail(code, held[0])"]
+    else:                               # nothing raises: a code would be a bug, never ignored
+        call += ["    if code:", "        fail(code, None)"]
     text = "\n".join([
         "def quick(leaves):",
         f"    {''.join(f'x{i}, ' for i in range(n))}= leaves" if n else "", *call,
