@@ -1,22 +1,27 @@
 """The one memory plan of the kernel IR: which ops share a loop, and where each value lives.
 
-Ops run in program order (a reduction waits while the elementwise ops after it do not read
-it). A run of elementwise ops of one size is one group (one flat loop, its intermediate values
-registers); every other op is a group of its own (an op of several results, a host step, has
-a buffer per result). A value needs a buffer unless every use is an elementwise op of its own
-group. Buffers are the entry's table
-of arrays: [arena, params..., results..., constants...]; the arena is bytes, where a value's
-range (64-byte aligned) is taken before its group runs and given back after its last use, so
-no group writes over what it reads. reshape, and convert to the same dtype, are another name
-for their operand's buffer.
+Ops run in program order. A run of loop ops (elementwise ops, and reductions of what they
+compute) visiting one number of elements is one group: one loop nest, its intermediate values
+registers, each reduction folding its operand into its result as the loop goes (a reduction
+that cannot join waits while the elementwise ops after it do not read it). Every other op is a
+group of its own (an op of several results, a host step, has a buffer per result). A value
+needs a buffer unless every use is a loop op of its own group; a broadcast_in_dim, transpose,
+slice or rev whose every use is a loop op has none: its uses load its operand through an
+affine map (views.py). Buffers are the entry's table of arrays: [arena, params...,
+results..., constants...]; the arena is bytes, where a value's range (64-byte aligned) is
+taken before its group runs and given back after its last use, so no group writes over what it
+reads. reshape, and convert to the same dtype, are another name for their operand's buffer.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from ...ir.primitives import PRIMITIVES
 from .nodes import ITEMSIZE, Buffer
+from .views import fold, strides
 
 ALIGN = 64
 REDUCE = ("reduce_sum", "reduce_prod", "reduce_max", "reduce_min")
@@ -30,8 +35,19 @@ def is_alias(op) -> bool:
     return op.prim == "reshape" or (op.prim == "convert" and op.inputs[0].dtype == op.out.dtype)
 
 
+def is_loop_op(op) -> bool:
+    """Whether op loads its operands one element at a time in a loop group."""
+    return op.prim in REDUCE or is_elementwise(op) and not is_alias(op)
+
+
+def iteration(op) -> tuple:
+    """The shape a loop op's loop walks: its result's, or a reduction's operand's."""
+    return op.inputs[0].shape if op.prim in REDUCE else op.out.shape
+
+
 class Plan:
-    """groups (lists of ops), where (root value -> Buffer), consts (arrays), arena (bytes)."""
+    """groups (lists of ops), where (root value -> Buffer), views (folded remap -> (root,
+    offset, strides)), consts (arrays), arena (bytes)."""
 
     def __init__(self, fn):
         self.fn = fn
@@ -41,6 +57,10 @@ class Plan:
         self.consts: list = []
         self.result_slot: dict = {}
         self.arena = 0
+        for op in fn.ops:
+            if is_alias(op):
+                self.root[op.out] = self.of(op.inputs[0])
+        self.views = fold(fn, is_loop_op, self.of)
         group_of = self._partition()
         stored, last_use = self._stored(group_of)
         self._place(group_of, stored, last_use)
@@ -49,22 +69,20 @@ class Plan:
     def of(self, v):
         return self.root.get(v, v)
 
+    def base(self, v):
+        """The value whose buffer v's elements are read from."""
+        r = self.of(v)
+        return self.views[r][0] if r in self.views else r
+
     def _partition(self) -> dict:
-        """Groups in program order, except that a reduction after an elementwise group waits
-        (pending) while the elementwise ops that follow do not read it: a gradient's
-        elementwise ops after the value's sum stay in the loop before it."""
+        """Groups in program order, except that a reduction that cannot join the loop before
+        it waits (pending) while the elementwise ops that follow do not read it."""
         group_of, pending = {}, []
         for op in self.fn.ops:
-            if is_alias(op):
-                self.root[op.out] = self.of(op.inputs[0])
-                continue
-            if op.prim in ("constant", "iota"):
+            if is_alias(op) or op.prim in ("constant", "iota") or op.outputs[0] in self.views:
                 continue
             last = self.groups[-1] if self.groups else None
-            joins = is_elementwise(op) and last and is_elementwise(last[0]) and \
-                last[0].out.type.size == op.out.type.size
-            waiting = {p.out for p in pending}
-            if joins and not any(self.of(v) in waiting for v in op.inputs):
+            if last and self._joins(op, last, pending):
                 last.append(op)
             elif op.prim in REDUCE and last and is_elementwise(last[0]):
                 pending.append(op)
@@ -76,6 +94,41 @@ class Plan:
                 group_of[out] = len(self.groups) - 1
         self._flush(pending, group_of)
         return group_of
+
+    def _joins(self, op, group, pending) -> bool:
+        """Whether loop op `op` runs in the loop of `group`: it walks as many elements, the
+        same shape where either reads through a map, and reads no result the loop is still
+        reducing, nor a remap of a value the loop computes."""
+        if not (is_loop_op(op) and is_loop_op(group[0])):
+            return False
+        shape, walked = iteration(op), self.loop_shape(group)
+        if math.prod(shape) != math.prod(walked) or self.mapped(op) and \
+                any(self.mapped(o) for o in group) and shape != walked:
+            return False
+        made = {out for o in group for out in o.outputs}
+        held = {o.out for o in (*group, *pending) if o.prim in REDUCE}
+        return not any(self.base(v) in held or self.of(v) in self.views and self.base(v) in made
+                       for v in op.inputs)
+
+    def mapped(self, op) -> bool:
+        """Whether loop op `op` walks a shape of its own: a reduction, or one reading a view."""
+        return op.prim in REDUCE or any(self.of(v) in self.views for v in op.inputs)
+
+    def loop_shape(self, ops) -> tuple:
+        """The shape a loop group's nest walks: that of the ops that walk one, else flat."""
+        for op in ops:
+            if self.mapped(op):
+                return iteration(op)
+        return (ops[0].out.type.size,)
+
+    def view(self, v) -> tuple:
+        """(Buffer, offset, strides): v[i] is at offset + sum(i * strides) in the Buffer."""
+        r = self.of(v)
+        if r in self.views:
+            root, offset, st = self.views[r]
+            b = self.where[root]
+            return Buffer(b.slot, b.byte, v.dtype), offset, st
+        return self.buffer(v), 0, strides(v.shape)
 
     def _flush(self, pending, group_of):
         for op in pending:
@@ -90,9 +143,9 @@ class Plan:
                 if not is_elementwise(op):
                     stored.update(op.outputs)
                 for v in op.inputs:
-                    r = self.of(v)
+                    r = self.base(v)
                     last_use[r] = g
-                    if group_of.get(r) != g or not is_elementwise(op):
+                    if group_of.get(r) != g or not is_loop_op(op):
                         stored.add(r)
         stored.update(self.of(r) for r in self.fn.results)
         return stored, last_use
@@ -121,7 +174,8 @@ class Plan:
             for out in outs:        # outputs first: a group never writes over its operands
                 if out in stored and out not in self.where:
                     self.where[out] = Buffer(0, free.take(_bytes(out)), out.dtype)
-            done = {self.of(v) for op in ops for v in op.inputs if last_use.get(self.of(v)) == g}
+            done = {self.base(v) for op in ops for v in op.inputs
+                    if last_use.get(self.base(v)) == g}
             done.update(out for out in outs if out not in last_use)
             for r in done:
                 if r in self.where and self.where[r].slot == 0:
