@@ -164,60 +164,15 @@ def _work(ops) -> int:
     return sum(max(v.type.size for v in (*o.inputs, *o.outputs)) for o in ops)
 
 
-def _loop(k, plan, ops):
-    """A loop group: one nest over plan.loop_shape(ops) (axes every map walks alike merged),
-    each operand loaded through its view, each value kept in a register, stored where the
-    plan says, and each reduction's result filled with its identity first, then folded into
-    element by element in row-major order."""
-    shape = plan.loop_shape(ops)
-    flat, views = strides(shape), {}
-    made = {op.out for op in ops}
-    for op in ops:          # a value in a buffer of its own is as flat as the loop
-        for v in op.inputs:
-            if plan.of(v) not in made:
-                views[plan.of(v)] = plan.view(v) if plan.of(v) in plan.views else \
-                    (plan.buffer(v), 0, flat)
-    reduced = {}
-    for op in ops:
-        if op.prim in REDUCTIONS:
-            (fident, iident), _ = REDUCTIONS[op.prim]
-            k.fill(plan.buffer(op.out), op.out.type.size,
-                   fident if op.out.dtype in ("f32", "f64") else iident)
-            axes, kept = set(op.params["axes"]), iter(strides(op.out.shape))
-            reduced[op] = tuple(0 if a in axes else next(kept) for a in range(len(shape)))
-    maps = [flat, *(st for _, _, st in views.values()), *reduced.values()]
-    walked, merged = _merged(shape, *maps)
-    merged = dict(zip(maps, merged))
-
-    def body(index):
-        regs = {}
-        for op in ops:
-            xs = [regs[plan.of(v)] if plan.of(v) in regs else
-                  k.load(views[plan.of(v)][0], affine(index, merged[views[plan.of(v)][2]],
-                                                      views[plan.of(v)][1]))
-                  for v in op.inputs]
-            if op.prim in REDUCTIONS:
-                dst, at = plan.buffer(op.out), affine(index, merged[reduced[op]])
-                k.store(dst, at, REDUCTIONS[op.prim][1](k.b, k.load(dst, at), xs[0]))
-                continue
-            out = Const(op.params["value"], op.out.dtype) if op.prim == "full" else \
-                k.scalar(op, xs)
-            regs[op.out] = out
-            if op.out in plan.stored:
-                k.store(plan.buffer(op.out), affine(index, merged[flat]), out)
-    if math.prod(shape):
-        k.nest(walked, body)
-
-
 def _copy(k, shape, src, src_map, dst, dst_map):
     """dst[dst_map(index)] = src[src_map(index)] over shape; a map is (offset, strides)."""
-    shape, (s_strides, d_strides) = _merged(shape, src_map[1], dst_map[1])
+    shape, (s_strides, d_strides) = merged_axes(shape, src_map[1], dst_map[1])
     if math.prod(shape):
         k.nest(shape, lambda index: k.store(dst, affine(index, d_strides, dst_map[0]), k.load(
             src, affine(index, s_strides, src_map[0]))))
 
 
-def _merged(shape, *strides_) -> tuple:
+def merged_axes(shape, *strides_) -> tuple:
     """Runs of axes every map walks as one merged into one axis; axes of size 1 dropped."""
     merged: list = []
     for n, *ss in ((n, *ss) for n, *ss in zip(shape, *strides_) if n != 1):
@@ -310,15 +265,15 @@ def _matmul(k, plan, ops):
         k.nest(tuple(batch), call)
 
 
-_GROUP = {"elementwise": _loop, "shape": _shape, "reduce": _loop, "gather": _gather,
-          "matmul": _matmul}
+_GROUP = {"shape": _shape, "gather": _gather, "matmul": _matmul}
 _KIND_OF: list = []
 _STEPS = ("host", "scan", "while_loop", "cond")     # built even when their results are empty:
                                                     # they may raise
 
 
 def register(groups: dict, kind_of):
-    """More kinds of group (folds.py, host.py, control.py: kernel_ir/__init__ registers them,
+    """More kinds of group (loop_group.py, folds.py, host.py, control.py: kernel_ir/__init__
+    registers them,
     so this module imports none of them), and a function naming an op's kind first."""
     _GROUP.update(groups)
     _KIND_OF.append(kind_of)

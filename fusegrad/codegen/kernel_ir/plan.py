@@ -1,16 +1,17 @@
 """The one memory plan of the kernel IR: which ops share a loop, and where each value lives.
 
-Ops run in program order. A run of loop ops (elementwise ops, and reductions of what they
-compute) visiting one number of elements is one group: one loop nest, its intermediate values
-registers, each reduction folding its operand into its result as the loop goes (a reduction
-that cannot join waits while the elementwise ops after it do not read it). Every other op is a
-group of its own (an op of several results, a host step, has a buffer per result). A value
-needs a buffer unless every use is a loop op of its own group; a broadcast_in_dim, transpose,
-slice or rev whose every use is a loop op has none: its uses load its operand through an
-affine map (views.py). Buffers are the entry's table of arrays: [arena, params...,
-results..., constants...]; the arena is bytes, where a value's range (64-byte aligned) is
-taken before its group runs and given back after its last use, so no group writes over what it
-reads. reshape, and convert to the same dtype, are another name for their operand's buffer.
+Loop ops (elementwise ops, and sums of what they compute) visiting one number of elements
+share a group: one loop nest, its intermediate values registers, each sum folding its operand
+into its result as the loop goes; a loop op joins the latest group it fits after those that
+compute what it reads (`_partition`). Every other op is a group of its own, in program order
+(an op of several results, a host step, has a buffer per result). A value needs a buffer
+unless every use is a loop op of its own group; a broadcast_in_dim, transpose, slice or rev
+whose every use is a loop op has none: its uses load its operand through an affine map
+(views.py). Buffers are the entry's table of arrays: [arena, params..., results...,
+constants...]; the arena is bytes, where a value's range (64-byte aligned) is taken before its
+group runs and given back after its last use, so no group writes over what it reads. reshape,
+and convert to the same dtype, are another name for their operand's buffer. A group may take
+scratch space after everything placed (`scratch`: loop_group.py's lanes of a sum).
 """
 
 from __future__ import annotations
@@ -75,40 +76,43 @@ class Plan:
         return self.views[r][0] if r in self.views else r
 
     def _partition(self) -> dict:
-        """Groups in program order, except that a reduction that cannot join the loop before
-        it waits (pending) while the elementwise ops that follow do not read it."""
-        group_of, pending = {}, []
+        """Groups in dependence order: a loop op joins the latest loop group it fits
+        (`_fits`) of those after every group computing what it reads (after the group itself
+        where it reads a sum the group computes, or a value through a view); any other op is
+        a group of its own at the end. A loop op may so run before groups it follows in the
+        program (they cannot read it): a gradient's math over one shape, split by ops on
+        smaller arrays, is one loop."""
+        group_of, sums = {}, set()
         for op in self.fn.ops:
             if is_alias(op) or op.prim in ("constant", "iota") or op.outputs[0] in self.views:
                 continue
-            last = self.groups[-1] if self.groups else None
-            if last and self._joins(op, last, pending):
-                last.append(op)
-            elif op.prim in REDUCE and last and is_elementwise(last[0]):
-                pending.append(op)
-                continue
-            else:
-                self._flush(pending, group_of)
+            after = 0
+            for v in op.inputs:
+                g = group_of.get(self.base(v), -1)
+                after = max(after, g + (self.of(v) in self.views or self.base(v) in sums))
+            home = next((g for g in range(len(self.groups) - 1, after - 1, -1)
+                         if self._fits(op, self.groups[g])), None)
+            if home is None:
                 self.groups.append([op])
+                home = len(self.groups) - 1
+            else:
+                self.groups[home].append(op)
+            if op.prim in REDUCE:
+                sums.add(op.out)
             for out in op.outputs:
-                group_of[out] = len(self.groups) - 1
-        self._flush(pending, group_of)
+                group_of[out] = home
         return group_of
 
-    def _joins(self, op, group, pending) -> bool:
-        """Whether loop op `op` runs in the loop of `group`: it walks as many elements, the
-        same shape where either reads through a map, and reads no result the loop is still
-        reducing, nor a remap of a value the loop computes."""
-        if not (is_loop_op(op) and is_loop_op(group[0])):
+    def _fits(self, op, group) -> bool:
+        """Whether op, a loop op, fits the loop of `group`: it walks as many elements, the
+        same shape where either reads through a map; maxes, mins and products fold in order,
+        in a loop of their own (a loop of them would run its math one element at a time)."""
+        if not (is_loop_op(op) and is_loop_op(group[0])) or any(
+                o.prim in REDUCE and o.prim != "reduce_sum" for o in (op, *group)):
             return False
         shape, walked = iteration(op), self.loop_shape(group)
-        if math.prod(shape) != math.prod(walked) or self.mapped(op) and \
-                any(self.mapped(o) for o in group) and shape != walked:
-            return False
-        made = {out for o in group for out in o.outputs}
-        held = {o.out for o in (*group, *pending) if o.prim in REDUCE}
-        return not any(self.base(v) in held or self.of(v) in self.views and self.base(v) in made
-                       for v in op.inputs)
+        return math.prod(shape) == math.prod(walked) and not (
+            self.mapped(op) and any(self.mapped(o) for o in group) and shape != walked)
 
     def mapped(self, op) -> bool:
         """Whether loop op `op` walks a shape of its own: a reduction, or one reading a view."""
@@ -130,11 +134,11 @@ class Plan:
             return Buffer(b.slot, b.byte, v.dtype), offset, st
         return self.buffer(v), 0, strides(v.shape)
 
-    def _flush(self, pending, group_of):
-        for op in pending:
-            self.groups.append([op])
-            group_of[op.out] = len(self.groups) - 1
-        pending.clear()
+    def scratch(self, nbytes: int) -> int:
+        """Where nbytes of the arena after everything placed start, for one group's use."""
+        at = -(-self.arena // ALIGN) * ALIGN
+        self.arena = at + nbytes
+        return at
 
     def _stored(self, group_of) -> tuple:
         stored, last_use = set(), {}
