@@ -29,7 +29,7 @@ from .nodes import Buffer, Const, ITEMSIZE, Index
 from .rewrite import LANES
 from .views import strides
 
-BLOCK = 4                       # lanes: BLOCK * rewrite.LANES, a few vectors wide
+BLOCK = 2                       # lanes: BLOCK * rewrite.LANES, a few vectors wide
 SCRATCH_ELEMENTS = 1 << 16      # at most this many slots a row per outer iteration, else one row
 
 
