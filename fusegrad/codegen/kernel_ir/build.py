@@ -28,7 +28,7 @@ from .nodes import Const, Gemm, Index, Load, Loop, Note, Program, Raise, Store
 from .outline import Outlines
 from .outline import hot as is_hot
 from .plan import Plan, is_elementwise
-from .views import REMAPS, remap, strides
+from .views import REMAPS, merged_axes, remap, strides
 
 _INT_MIN, _INT_MAX = -(2 ** 63), 2 ** 63 - 1
 
@@ -170,18 +170,6 @@ def _copy(k, shape, src, src_map, dst, dst_map):
     if math.prod(shape):
         k.nest(shape, lambda index: k.store(dst, affine(index, d_strides, dst_map[0]), k.load(
             src, affine(index, s_strides, src_map[0]))))
-
-
-def merged_axes(shape, *strides_) -> tuple:
-    """Runs of axes every map walks as one merged into one axis; axes of size 1 dropped."""
-    merged: list = []
-    for n, *ss in ((n, *ss) for n, *ss in zip(shape, *strides_) if n != 1):
-        if merged and all(outer == inner * n for outer, inner in zip(merged[-1][1:], ss)):
-            merged[-1] = (merged[-1][0] * n, *ss)
-        else:
-            merged.append((n, *ss))
-    return tuple(a[0] for a in merged), [tuple(a[j] for a in merged)
-                                         for j in range(1, len(strides_) + 1)]
 
 
 def _shape(k, plan, ops):

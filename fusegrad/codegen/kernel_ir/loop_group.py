@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import math
 
-from .build import REDUCTIONS, affine, merged_axes
+from .build import REDUCTIONS, affine
 from .nodes import Buffer, Const, ITEMSIZE, Index
 from .rewrite import LANES
-from .views import strides
+from .plan import kept
+from .views import merged_axes, strides
 
 BLOCK = 2                       # lanes: BLOCK * rewrite.LANES, a few vectors wide
 SCRATCH_ELEMENTS = 1 << 16      # at most this many slots a row per outer iteration, else one row
@@ -47,8 +48,7 @@ def build_loop(k, plan, ops):
             (fident, iident), _ = REDUCTIONS[op.prim]
             k.fill(plan.buffer(op.out), op.out.type.size,
                    fident if op.out.dtype in ("f32", "f64") else iident)
-            axes, kept = set(op.params["axes"]), iter(strides(op.out.shape))
-            reduced[op] = tuple(0 if a in axes else next(kept) for a in range(len(shape)))
+            reduced[op] = kept(op, len(shape))
     maps = [flat, *(st for _, _, st in views.values()), *reduced.values()]
     walked, merged = merged_axes(shape, *maps)
     merged = dict(zip(maps, merged))

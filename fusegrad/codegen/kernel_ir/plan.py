@@ -22,7 +22,7 @@ import numpy as np
 
 from ...ir.primitives import PRIMITIVES
 from .nodes import ITEMSIZE, Buffer
-from .views import fold, strides
+from .views import MIN_INNER, SMALL, fold, inner, strides
 
 ALIGN = 64
 REDUCE = ("reduce_sum", "reduce_prod", "reduce_max", "reduce_min")
@@ -39,6 +39,12 @@ def is_alias(op) -> bool:
 def is_loop_op(op) -> bool:
     """Whether op loads its operands one element at a time in a loop group."""
     return op.prim in REDUCE or is_elementwise(op) and not is_alias(op)
+
+
+def kept(op, ndim: int) -> tuple:
+    """The strides of a reduction's result over its operand's axes: 0 on a reduced one."""
+    axes, out = set(op.params["axes"]), iter(strides(op.out.shape))
+    return tuple(0 if a in axes else next(out) for a in range(ndim))
 
 
 def iteration(op) -> tuple:
@@ -105,14 +111,25 @@ class Plan:
 
     def _fits(self, op, group) -> bool:
         """Whether op, a loop op, fits the loop of `group`: it walks as many elements, the
-        same shape where either reads through a map; maxes, mins and products fold in order,
-        in a loop of their own (a loop of them would run its math one element at a time)."""
+        same shape where either reads through a map, and the nest's innermost loop stays long
+        (MIN_INNER) if it is big; maxes, mins and products fold in order, in a loop of their
+        own (a loop of them would run its math one element at a time)."""
         if not (is_loop_op(op) and is_loop_op(group[0])) or any(
                 o.prim in REDUCE and o.prim != "reduce_sum" for o in (op, *group)):
             return False
         shape, walked = iteration(op), self.loop_shape(group)
-        return math.prod(shape) == math.prod(walked) and not (
-            self.mapped(op) and any(self.mapped(o) for o in group) and shape != walked)
+        if math.prod(shape) != math.prod(walked) or self.mapped(op) and any(
+                self.mapped(o) for o in group) and shape != walked:
+            return False
+        ops, shape = [*group, op], shape if self.mapped(op) else walked
+        return math.prod(shape) < SMALL or inner(shape, *self.maps(ops, shape)) >= MIN_INNER
+
+    def maps(self, ops, shape) -> list:
+        """The strides over shape that loop group ops loads through and sums into (besides
+        the flat ones of values in buffers of their own)."""
+        out = [self.views[self.of(v)][2] for o in ops for v in o.inputs
+               if self.of(v) in self.views]
+        return out + [kept(o, len(shape)) for o in ops if o.prim in REDUCE]
 
     def mapped(self, op) -> bool:
         """Whether loop op `op` walks a shape of its own: a reduction, or one reading a view."""

@@ -11,12 +11,19 @@ starts at its first element, a rev walks its axes backwards from their last elem
 remaps compose: a broadcast of a transposed slice is one map of the sliced value's root.
 
 A remap stays written out (a copy in build.py's `_shape`) where a use needs a buffer: a host
-step, a matmul's BLAS call, control flow, a reshape of it, or a program result.
+step, a matmul's BLAS call, control flow, a reshape of it, or a program result; and where its
+loads would leave the innermost loop short (MIN_INNER).
 """
 
 from __future__ import annotations
 
 REMAPS = ("broadcast_in_dim", "transpose", "slice", "rev")
+# A loop nest whose innermost loop runs fewer iterations than MIN_INNER keeps its math in
+# scalar (LLVM's loop vectorizer leaves loops shorter than 16 alone): a remap, or a sum, that
+# would make one of at least SMALL elements stays out of the loop instead (written out, or a
+# loop of its own), as a flat loop of the math vectorizes.
+MIN_INNER = 16
+SMALL = 1024
 
 
 def strides(shape) -> tuple:
@@ -26,6 +33,24 @@ def strides(shape) -> tuple:
         out.append(step)
         step *= n
     return tuple(reversed(out))
+
+
+def merged_axes(shape, *strides_) -> tuple:
+    """Runs of axes every map walks as one merged into one axis; axes of size 1 dropped."""
+    merged: list = []
+    for n, *ss in ((n, *ss) for n, *ss in zip(shape, *strides_) if n != 1):
+        if merged and all(outer == inner * n for outer, inner in zip(merged[-1][1:], ss)):
+            merged[-1] = (merged[-1][0] * n, *ss)
+        else:
+            merged.append((n, *ss))
+    return tuple(a[0] for a in merged), [tuple(a[j] for a in merged)
+                                         for j in range(1, len(strides_) + 1)]
+
+
+def inner(shape, *maps) -> int:
+    """The innermost extent of the nest walking shape through maps (strides), merged."""
+    walked = merged_axes(shape, strides(shape), *maps)[0]
+    return walked[-1] if walked else 1
 
 
 def remap(op, offset: int, st) -> tuple:
@@ -57,7 +82,9 @@ def fold(fn, loop_op, of) -> dict:
     results, folded = set(fn.results), set()
     for op in reversed(fn.ops):
         if op.prim in REMAPS and op.out not in results and uses.get(op.out) and all(
-                loop_op(u) or u.outputs[0] in folded for u in uses[op.out]):
+                loop_op(u) or u.outputs[0] in folded for u in uses[op.out]) and (
+                op.out.type.size < SMALL or inner(op.out.shape, remap(
+                    op, 0, strides(op.inputs[0].shape))[1]) >= MIN_INNER):
             folded.add(op.out)
     views: dict = {}
     for op in fn.ops:
