@@ -47,6 +47,26 @@ def kept(op, ndim: int) -> tuple:
     return tuple(0 if a in axes else next(out) for a in range(ndim))
 
 
+def _fits(op, group) -> bool:
+    """Whether a loop op fits the loop of a group (their `Plan._walk`s): it walks as many
+    elements, the same shape where both read through maps, and the nest's innermost loop stays
+    long (MIN_INNER) if it is big; maxes, mins and products fold in order, in a loop of their
+    own (a loop of them would run its math one element at a time)."""
+    if op is None or group is None or op[3] or group[3]:
+        return False
+    (shape, mapped, maps, _), (walked, fixed, more, _) = op, group
+    if math.prod(shape) != math.prod(walked) or mapped and fixed and shape != walked:
+        return False
+    shape = shape if mapped else walked
+    return math.prod(shape) < SMALL or inner(shape, *maps, *more) >= MIN_INNER
+
+
+def _joined(group, op):
+    """The `Plan._walk` of a group that op joined."""
+    (walked, fixed, more, _), (shape, mapped, maps, _) = group, op
+    return (shape if mapped and not fixed else walked), fixed or mapped, more | maps, False
+
+
 def iteration(op) -> tuple:
     """The shape a loop op's loop walks: its result's, or a reduction's operand's."""
     return op.inputs[0].shape if op.prim in REDUCE else op.out.shape
@@ -88,7 +108,7 @@ class Plan:
         a group of its own at the end. A loop op may so run before groups it follows in the
         program (they cannot read it): a gradient's math over one shape, split by ops on
         smaller arrays, is one loop."""
-        group_of, sums = {}, set()
+        group_of, sums, walks = {}, set(), []
         for op in self.fn.ops:
             if is_alias(op) or op.prim in ("constant", "iota") or op.outputs[0] in self.views:
                 continue
@@ -96,40 +116,32 @@ class Plan:
             for v in op.inputs:
                 g = group_of.get(self.base(v), -1)
                 after = max(after, g + (self.of(v) in self.views or self.base(v) in sums))
+            walk = self._walk(op)
             home = next((g for g in range(len(self.groups) - 1, after - 1, -1)
-                         if self._fits(op, self.groups[g])), None)
+                         if _fits(walk, walks[g])), None)
             if home is None:
                 self.groups.append([op])
+                walks.append(walk)
                 home = len(self.groups) - 1
             else:
                 self.groups[home].append(op)
+                walks[home] = _joined(walks[home], walk)
             if op.prim in REDUCE:
                 sums.add(op.out)
             for out in op.outputs:
                 group_of[out] = home
         return group_of
 
-    def _fits(self, op, group) -> bool:
-        """Whether op, a loop op, fits the loop of `group`: it walks as many elements, the
-        same shape where either reads through a map, and the nest's innermost loop stays long
-        (MIN_INNER) if it is big; maxes, mins and products fold in order, in a loop of their
-        own (a loop of them would run its math one element at a time)."""
-        if not (is_loop_op(op) and is_loop_op(group[0])) or any(
-                o.prim in REDUCE and o.prim != "reduce_sum" for o in (op, *group)):
-            return False
-        shape, walked = iteration(op), self.loop_shape(group)
-        if math.prod(shape) != math.prod(walked) or self.mapped(op) and any(
-                self.mapped(o) for o in group) and shape != walked:
-            return False
-        ops, shape = [*group, op], shape if self.mapped(op) else walked
-        return math.prod(shape) < SMALL or inner(shape, *self.maps(ops, shape)) >= MIN_INNER
-
-    def maps(self, ops, shape) -> list:
-        """The strides over shape that loop group ops loads through and sums into (besides
-        the flat ones of values in buffers of their own)."""
-        out = [self.views[self.of(v)][2] for o in ops for v in o.inputs
-               if self.of(v) in self.views]
-        return out + [kept(o, len(shape)) for o in ops if o.prim in REDUCE]
+    def _walk(self, op):
+        """What `_fits` asks of a loop op, or of a loop group (`_joined`): None for another
+        op, else (shape walked, whether a map fixes it, the maps, whether it folds in order)."""
+        if not is_loop_op(op):
+            return None
+        shape = iteration(op)
+        maps = {self.views[self.of(v)][2] for v in op.inputs if self.of(v) in self.views}
+        if op.prim in REDUCE:
+            maps.add(kept(op, len(shape)))
+        return shape, bool(maps), frozenset(maps), op.prim in REDUCE and op.prim != "reduce_sum"
 
     def mapped(self, op) -> bool:
         """Whether loop op `op` walks a shape of its own: a reduction, or one reading a view."""
