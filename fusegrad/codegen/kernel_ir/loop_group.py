@@ -35,6 +35,7 @@ SCRATCH_ELEMENTS = 1 << 16      # at most this many slots a row per outer iterat
 
 
 def build_loop(k, plan, ops):
+    """The statements of loop group ops (an "elementwise" or "reduce" group of build.py)."""
     shape = plan.loop_shape(ops)
     flat, views, made = strides(shape), {}, {op.out for op in ops}
     for op in ops:          # a value in a buffer of its own is as flat as the loop
@@ -61,7 +62,7 @@ def build_loop(k, plan, ops):
         k.nest(walked[:-1], lambda outer: _lanes(group, outer, walked, width, sums))
     else:
         k.nest(walked, lambda index: group.element(lambda st, off=0: affine(index, st, off),
-                                                   lambda op, at: None))
+                                                   lambda op, value: None))
 
 
 class _Group:
