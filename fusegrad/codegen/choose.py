@@ -54,24 +54,6 @@ def math_heavy(ir) -> bool:
                if PRIMITIVES[op.prim].libm is not None) >= MATH_ELEMENTS
 
 
-# And one whose broadcasts that grow their operand write at least a quarter of its elements,
-# and at least BROADCAST_ELEMENTS: the kernel IR writes each broadcast_in_dim out in full, where
-# Numba's kernels fold it into their loads. fg.jacrev's pullback mapped over a 1000-row identity
-# (7 broadcasts of 10**7 elements, 35 % of its elements) ran 10 times slower written out than on
-# Numba (620 ms against 65 ms on the loop nests the kernel IR replaced).
-BROADCAST_SHARE = 0.25
-BROADCAST_ELEMENTS = 1 << 16
-
-
-def broadcast_heavy(ir) -> bool:
-    """Whether ir's growing broadcasts write at least BROADCAST_ELEMENTS elements and at least
-    BROADCAST_SHARE of the elements its ops write."""
-    spread = sum(op.out.type.size for op in ir.ops if op.prim == "broadcast_in_dim"
-                 and op.out.type.size > op.inputs[0].type.size)
-    written = sum(v.type.size for op in ir.ops for v in op.outputs)
-    return spread >= BROADCAST_ELEMENTS and spread >= BROADCAST_SHARE * written
-
-
 def choose(ir, scan=None) -> tuple:
     """(path, reason) for compiling ir (a scan body when scan is (num_consts, num_carry))."""
     why_not = kernel_ir.covers(ir) if KERNEL_IR else "it all: it is off (FUSEGRAD_KERNEL_IR=0)"
@@ -82,8 +64,6 @@ def choose(ir, scan=None) -> tuple:
             not any(nested(op) for op in ir.ops):
         if math_heavy(ir):
             return "numba", "f64 math on many elements: Numba's loops run it faster"
-        if broadcast_heavy(ir):
-            return "numba", "f64 broadcasts written out: Numba's loops fold them into loads"
     if scan is not None:
         if why_not is None:
             return "kernel_ir", "a scan body (of a host step), run from Python each step"

@@ -6,7 +6,9 @@ memory plan, before any text exists, and rendered through a table (llvm.py) to L
                 BLAS calls
     builder.py  the scalar builder a primitive's registry `scalar` rule is written over
     mathlib.py  codegen/mathlib.py's polynomial exp, log, tanh, logistic over the builder
-    build.py    each op category as kernel IR; folds.py cumsum, cumprod, argmax, argmin
+    views.py    broadcasts, transposes, slices, revs folded into their uses' loads
+    build.py    each op category as kernel IR; loop_group.py elementwise ops and the sums
+                of what they compute, one loop nest; folds.py cumsum, cumprod, argmax, argmin
     host.py     host steps: ops run in Python between compiled parts (linalg, sorts, special
                 functions, control flow around its compiled bodies)
     control.py  scan, while_loop and cond compiled in place
@@ -29,9 +31,11 @@ from .control import CONTROL
 from .cover import covers, covers_op, is_host, kind_of
 from .folds import FOLDS
 from .host import build_host
+from .loop_group import build_loop
 from .plan import Plan
 
-register({**FOLDS, "host": build_host, **CONTROL}, kind_of)
+register({"elementwise": build_loop, "reduce": build_loop, **FOLDS, "host": build_host,
+          **CONTROL}, kind_of)
 
 
 def compile_kernel_ir(fn, compile_fn=None, rewrite: bool = True, renderer: str = "llvm",

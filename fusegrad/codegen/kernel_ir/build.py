@@ -1,11 +1,13 @@
 """From a Function and its Plan to the kernel IR: each group of ops as loops over buffers.
 
-- elementwise ops of one size are one flat loop; each op's scalar math is its registry
-  entry's `scalar` rule, called with the operands' registers;
-- a shape op (broadcast_in_dim, transpose, slice, rev, pad, concatenate) copies through an
-  affine map of its operand;
-- a reduction stores its identity, then folds every operand element, in row-major order,
-  into the result element it belongs to (REDUCTIONS: one identity and combine row each);
+- a loop group (plan.py: elementwise ops of one size, and reductions of what they compute)
+  is one loop nest; each op's scalar math is its registry entry's `scalar` rule, called with
+  the operands' registers, each loaded through its view (views.py: a broadcast folded into
+  the load is a stride 0); a reduction stores its identity, then folds every operand element,
+  in row-major order, into the result element it belongs to (REDUCTIONS: one identity and
+  combine row each), in the same loop as the math that computes it;
+- a shape op (broadcast_in_dim, transpose, slice, rev, pad, concatenate) that a use needs
+  written out copies through an affine map of its operand;
 - a gather (take, take_along_axis) and its transpose (scatter_add, scatter_add_along_axis)
   first walk the index array once, raising NumPy's IndexError (with the user's file:line)
   at the first entry outside [-n, n); the loop then loads an index, wraps a negative one
@@ -26,6 +28,7 @@ from .nodes import Const, Gemm, Index, Load, Loop, Note, Program, Raise, Store
 from .outline import Outlines
 from .outline import hot as is_hot
 from .plan import Plan, is_elementwise
+from .views import REMAPS, merged_axes, remap, strides
 
 _INT_MIN, _INT_MAX = -(2 ** 63), 2 ** 63 - 1
 
@@ -46,14 +49,6 @@ REDUCTIONS = {    # prim: (identity of a float / of an i64, combine)
 }
 SHAPES = ("broadcast_in_dim", "transpose", "slice", "rev", "pad", "concatenate")
 GATHERS = ("take", "take_along_axis", "scatter_add", "scatter_add_along_axis")
-
-
-def strides(shape) -> tuple:
-    out, step = [], 1
-    for n in reversed(shape):
-        out.append(step)
-        step *= n
-    return tuple(reversed(out))
 
 
 def affine(index, strides_, offset: int = 0) -> Index:
@@ -135,7 +130,8 @@ def build(fn, plan: Plan | None = None, hot: bool | None = None) -> tuple:
                                           for v in (*o.inputs, *o.outputs)), default=0))
                    if every is None else every)
         k = Kernel(names, errors, outlines, hot[-1])
-        if len(ops[0].outputs) != 1 or ops[0].out.type.size or _kind(ops[0]) in _STEPS:
+        if len(ops[0].outputs) != 1 or any(v.type.size for o in ops for v in o.outputs) or \
+                _kind(ops[0]) in _STEPS:
             _GROUP[_kind(ops[0])](k, plan, ops)
         lines = [f"{format_op(op, printed).strip()}   ; {op.loc or '?'}" for op in ops]
         k.body.insert(0, Note("\n".join(lines)))
@@ -168,40 +164,12 @@ def _work(ops) -> int:
     return sum(max(v.type.size for v in (*o.inputs, *o.outputs)) for o in ops)
 
 
-def _elementwise(k, plan, ops):
-    def body(i):
-        regs = {}
-        for op in ops:
-            xs = [regs[plan.of(v)] if plan.of(v) in regs else
-                  k.load(plan.buffer(v), affine((i,), (1,))) for v in op.inputs]
-            if op.prim == "full":
-                out = Const(op.params["value"], op.out.dtype)
-            else:
-                out = k.scalar(op, xs)
-            regs[op.out] = out
-            if op.out in plan.stored:
-                k.store(plan.buffer(op.out), affine((i,), (1,)), out)
-    k.loop(ops[0].out.type.size, body)
-
-
 def _copy(k, shape, src, src_map, dst, dst_map):
     """dst[dst_map(index)] = src[src_map(index)] over shape; a map is (offset, strides)."""
-    shape, (s_strides, d_strides) = _merged(shape, src_map[1], dst_map[1])
+    shape, (s_strides, d_strides) = merged_axes(shape, src_map[1], dst_map[1])
     if math.prod(shape):
         k.nest(shape, lambda index: k.store(dst, affine(index, d_strides, dst_map[0]), k.load(
             src, affine(index, s_strides, src_map[0]))))
-
-
-def _merged(shape, *strides_) -> tuple:
-    """Runs of axes every map walks as one merged into one axis; axes of size 1 dropped."""
-    merged: list = []
-    for n, *ss in ((n, *ss) for n, *ss in zip(shape, *strides_) if n != 1):
-        if merged and all(outer == inner * n for outer, inner in zip(merged[-1][1:], ss)):
-            merged[-1] = (merged[-1][0] * n, *ss)
-        else:
-            merged.append((n, *ss))
-    return tuple(a[0] for a in merged), [tuple(a[j] for a in merged)
-                                         for j in range(1, len(strides_) + 1)]
 
 
 def _shape(k, plan, ops):
@@ -210,22 +178,8 @@ def _shape(k, plan, ops):
     src, dst = plan.buffer(x), plan.buffer(out)
     xs, os_ = strides(x.shape), strides(out.shape)
     in_order = (0, os_)
-    if prim == "broadcast_in_dim":
-        st = [0] * out.type.ndim
-        for axis, d in enumerate(p["dims"]):
-            st[d] = 0 if x.shape[axis] == 1 else xs[axis]
-        _copy(k, out.shape, src, (0, st), dst, in_order)
-    elif prim == "transpose":
-        _copy(k, out.shape, src, (0, [xs[a] for a in p["perm"]]), dst, in_order)
-    elif prim == "slice":
-        start = sum(a * s for a, s in zip(p["start"], xs))
-        _copy(k, out.shape, src, (start, [j * s for j, s in zip(p["step"], xs)]), dst,
-              in_order)
-    elif prim == "rev":
-        axes = set(p["axes"])
-        start = sum((x.shape[a] - 1) * xs[a] for a in axes)
-        _copy(k, out.shape, src, (start, [-s if a in axes else s for a, s in enumerate(xs)]),
-              dst, in_order)
+    if prim in REMAPS:
+        _copy(k, out.shape, src, remap(op, 0, xs), dst, in_order)
     elif prim == "pad":
         k.fill(dst, out.type.size, 0)
         start = sum(lo * s for lo, s in zip(p["low"], os_))
@@ -237,24 +191,6 @@ def _shape(k, plan, ops):
             _copy(k, v.shape, plan.buffer(v), (0, strides(v.shape)), dst,
                   (start * os_[axis], os_))
             start += v.shape[axis]
-
-
-def _reduce(k, plan, ops):
-    op = ops[0]
-    x, out = op.inputs[0], op.out
-    (fident, iident), combine = REDUCTIONS[op.prim]
-    dst = plan.buffer(out)
-    k.fill(dst, out.type.size, fident if out.dtype in ("f32", "f64") else iident)
-    axes, kept = set(op.params["axes"]), iter(strides(out.shape))
-    st = [0 if a in axes else next(kept) for a in range(x.type.ndim)]
-    src = plan.buffer(x)
-
-    def body(index):
-        at = affine(index, st)
-        k.store(dst, at, combine(k.b, k.load(dst, at), k.load(src, affine(index,
-                                                                          strides(x.shape)))))
-    if x.type.size:
-        k.nest(x.shape, body)
 
 
 def _gather(k, plan, ops):
@@ -317,15 +253,15 @@ def _matmul(k, plan, ops):
         k.nest(tuple(batch), call)
 
 
-_GROUP = {"elementwise": _elementwise, "shape": _shape, "reduce": _reduce, "gather": _gather,
-          "matmul": _matmul}
+_GROUP = {"shape": _shape, "gather": _gather, "matmul": _matmul}
 _KIND_OF: list = []
 _STEPS = ("host", "scan", "while_loop", "cond")     # built even when their results are empty:
                                                     # they may raise
 
 
 def register(groups: dict, kind_of):
-    """More kinds of group (folds.py, host.py, control.py: kernel_ir/__init__ registers them,
+    """More kinds of group (loop_group.py, folds.py, host.py, control.py: kernel_ir/__init__
+    registers them,
     so this module imports none of them), and a function naming an op's kind first."""
     _GROUP.update(groups)
     _KIND_OF.append(kind_of)
