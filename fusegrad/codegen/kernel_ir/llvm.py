@@ -20,7 +20,7 @@ from __future__ import annotations
 import struct
 
 from .nodes import Alu, Call, Gemm, Get, Host, If, Load, Loop, Note, Raise, Reg, Set, Store
-from .nodes import While
+from .nodes import While, walk
 
 LL = {"f32": "float", "f64": "double", "i64": "i64", "i32": "i32", "bool": "i1"}
 MEM = {**LL, "bool": "i8"}
@@ -113,6 +113,8 @@ class Part:
         self.vars: set = set()
         self.tasks: list = []           # texts of the task functions of parallel loops
         self.current = "entry"
+        self.note = ""                  # the note of the statement rendered last
+        self.carried: set = set()       # the notes the current group's statements carry
 
     def fresh(self, stem="t") -> str:
         return f"%{stem}{next(self.names)}"
@@ -152,6 +154,10 @@ class Part:
 
     def render(self, stmts):
         for s in stmts:
+            note = getattr(s, "note", "")
+            if note and note != self.note:          # once for a run of one op's statements
+                self.lines += [f"  ; {line}" for line in note.splitlines()]
+                self.note = note
             _RENDER[type(s)](self, s)
 
 
@@ -270,7 +276,8 @@ def _gemm(part, s):
 
 
 def _note(part, s):
-    part.lines += [f"  ; {line}" for line in s.text.splitlines()]
+    """The group's equations no statement carries (a constant folded into its users)."""
+    part.lines += [f"  ; {line}" for line in s.text.splitlines() if line not in part.carried]
 
 
 def _if(part, s):
@@ -331,6 +338,7 @@ def function(name: str, groups: list, names, data_offset: int, internal: bool) -
     task functions of its parallel loops."""
     part = Part(names, name, data_offset)
     for stmts in groups:
+        part.carried = {s.note for s in walk(stmts) if getattr(s, "note", "")}
         part.render(stmts)
     head = [f"define {'internal ' if internal else ''}i64 @{name}(ptr %arrays, ptr %status) "
             f"noinline nounwind {{", "entry:", *_head(part, data_offset)]
@@ -348,25 +356,36 @@ def scalar_function(name: str, fn) -> tuple:
     return "\n".join(lines), f"declare {t} @{name}({', '.join(LL[p.dtype] for p in fn.params)})"
 
 
-def declarations(text: str) -> list:
-    """The declarations text calls: only what is used."""
-    from .. import cblas
-    out = []
-    for t, s in (("float", "f32"), ("double", "f64")):
-        for f, arity in (("fma", 3), ("sqrt", 1), ("fabs", 1), ("rint", 1), ("floor", 1),
-                         ("copysign", 2)):
-            if f"@llvm.{f}.{s}(" in text:
-                out.append(f"declare {t} @llvm.{f}.{s}({', '.join([t] * arity)})")
+def declarations(groups, functions=None, defined: bool = False) -> list:
+    """The `declare` lines of what the statements of groups call, a query on the nodes: C's
+    and LLVM's math, ?gemm, the thread pool, and the program's scalar Functions (`functions`,
+    name -> Function) unless `defined` beside them. Only what is used, each once."""
+    out: dict = {}
+    for s in (s for stmts in groups for s in walk(stmts)):
+        line = _declaration(s, functions or {}, defined)
+        for one in ([line] if isinstance(line, str) else line or ()):
+            out.setdefault(one)
+    return list(out)
+
+
+def _declaration(s, functions, defined):
     from .builder import LIBM
-    for f, (dtype, arity, _) in LIBM.items():
-        if f"@{f}(" in text:
-            out.append(f"declare {LL[dtype]} @{f}({', '.join([LL[dtype]] * arity)})")
-    if "@fusegrad_pool_split(" in text:
-        out += ["declare i32 @fusegrad_pool_threads()",
-                f"declare i32 @fusegrad_pool_split(i32, {', '.join(['i64'] * 11)}, i32)"]
-    for c, t in (("s", "float"), ("d", "double")):
-        if f"@fusegrad_{c}gemm(" in text:
-            n = f"i{cblas.BITS}"
-            out.append(f"declare void @fusegrad_{c}gemm(i32, i32, i32, {n}, {n}, {n}, {t}, "
-                       f"ptr, {n}, ptr, {n}, {t}, ptr, {n})")
-    return out
+    if isinstance(s, Alu) and s.op == "libm":
+        dtype, arity, _ = LIBM[s.args[0]]
+        return f"declare {LL[dtype]} @{s.args[0]}({', '.join([LL[dtype]] * arity)})"
+    if isinstance(s, Alu) and s.op in _INTRINSIC and s.args[0].dtype in _SUFFIX:
+        t, suffix = LL[s.args[0].dtype], _SUFFIX[s.args[0].dtype]
+        return f"declare {t} @llvm.{s.op}.{suffix}({', '.join([t] * len(s.args))})"
+    if isinstance(s, Call) and not defined:
+        return scalar_function(s.fn, functions[s.fn])[1]
+    if isinstance(s, Gemm):
+        from .. import cblas
+        t, n = LL[s.dtype], f"i{cblas.BITS}"
+        return (f"declare void @fusegrad_{'d' if s.dtype == 'f64' else 's'}gemm(i32, i32, i32, "
+                f"{n}, {n}, {n}, {t}, ptr, {n}, ptr, {n}, {t}, ptr, {n})")
+    if isinstance(s, Loop) and s.parallel:
+        from .. import pool_bind as pool
+        if pool.AVAILABLE:
+            return ("declare i32 @fusegrad_pool_threads()",
+                    f"declare i32 @fusegrad_pool_split(i32, {', '.join(['i64'] * 11)}, i32)")
+    return None

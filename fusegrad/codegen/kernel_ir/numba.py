@@ -14,8 +14,9 @@ constants..., status)` (Numba takes 0.2 s to compile one `arena.view`), and retu
 Raise's error number (its value in status[0]). A buffer's byte offset in the arena is an
 element offset in its dtype's view (the plan aligns every buffer to 64 bytes). Consecutive
 groups up to PART_STATEMENTS statements are one function (`part0`...); the entry calls them
-in order. A Loop marked `parallel` is a numba.prange. Every group starts with its Note: the
-IR equations it computes and the user's file:line, as comments.
+in order. A Loop marked `parallel` is a numba.prange. Each run of statements one IR op made
+starts with its note as a comment: the op's equation and the user's file:line; a group's
+Note adds the equations no statement carries.
 """
 
 from __future__ import annotations
@@ -108,6 +109,8 @@ class Part:
         self.names = names or {}        # a scalar Function's name -> its name in this module
         self.lines: list = []
         self.gemms = 0
+        self.note = ""                  # the note of the statement rendered last
+        self.carried: set = set()       # the notes the current group's statements carry
 
     def emit(self, depth: int, line: str):
         self.lines.append("    " * depth + line)
@@ -130,6 +133,11 @@ class Part:
 
     def render(self, stmts, depth: int):
         for s in stmts:
+            note = getattr(s, "note", "")
+            if note and note != self.note:          # once for a run of one op's statements
+                for line in note.splitlines():
+                    self.emit(depth, f"# {line}")
+                self.note = note
             _RENDER[type(s)](self, s, depth)
 
 
@@ -197,7 +205,7 @@ _RENDER = {
     Get: lambda part, s, depth: part.emit(depth, f"{name(s.out)} = {name(s.var)}"),
     Set: lambda part, s, depth: part.emit(depth, f"{name(s.var)} = {literal(s.value)}"),
     Note: lambda part, s, depth: [part.emit(depth, f"# {line}") for line in
-                                  s.text.splitlines()],
+                                  s.text.splitlines() if line not in part.carried],
 }
 
 
@@ -216,6 +224,7 @@ def function(fname: str, groups: list, params: str, options, names=None) -> str:
     """One function running groups in order; options(parallel) -> njit's keyword arguments."""
     part = Part(names)
     for stmts in groups:
+        part.carried = {s.note for s in walk(stmts) if getattr(s, "note", "")}
         part.render(stmts, 1)
     parallel = any(getattr(s, "parallel", False) for g in groups for s in walk(g)
                    if isinstance(s, Loop))

@@ -53,7 +53,7 @@ class Outlines:
             return rule(b.at(op.loc), *xs, **op.params)
         fn = self.functions[name]
         out = b.fresh(fn.result.dtype)
-        b.out.append(Call(out, name, tuple(xs)))
+        b.out.append(Call(out, name, tuple(xs), b.note))
         return out
 
     def _define(self, rule, xs, params) -> str | None:

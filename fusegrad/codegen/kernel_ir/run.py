@@ -65,9 +65,7 @@ def source(program, data_offset: int, hot_loops: int | None = None) -> tuple:
     names, texts = itertools.count(), {True: [], False: []}
     entries, hot_names, count = [], [], itertools.count()
     for name, fn in program.functions.items():       # at O2, called from either module
-        definition, declaration = render.scalar_function(name, fn)
-        texts[True].append(definition)
-        texts[False].append(declaration)
+        texts[True].append(render.scalar_function(name, fn)[0])
         hot_names.append(name)
     for gs in (s for s in steps(program) if isinstance(s, list)):
         parts: list = []                 # (is hot, [group indices], lines)
@@ -90,8 +88,12 @@ def source(program, data_offset: int, hot_loops: int | None = None) -> tuple:
         entries.append(f"{prefix}_entry{len(entries)}")
         texts[False].append(_entry(entries[-1], called))
     hot_text, cold_text = "\n\n".join(texts[True]), "\n\n".join(texts[False])
-    hot_text = "\n".join([*render.declarations(hot_text), hot_text])
-    cold_text = "\n".join([*render.declarations(cold_text), cold_text])
+    functions = program.functions
+    hot_text = "\n".join([*render.declarations([program.groups[g] for g in hot] + [
+        fn.body for fn in functions.values()], functions, defined=True), hot_text])
+    cold = [g for s in steps(program) if isinstance(s, list) for g in s if g not in hot]
+    cold_text = "\n".join([*render.declarations([program.groups[g] for g in cold],
+                                                functions), cold_text])
     return hot_text, cold_text, hot_names, entries
 
 
