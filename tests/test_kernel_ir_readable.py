@@ -35,6 +35,17 @@ def program_of(f, *args):
     return optimize(program), plan
 
 
+def comments_of(text: str, mark: str) -> list:
+    """The comments of text's lines that carry one (`  ; ` in LLVM, `  # ` in Python), the
+    lines that are only a comment included, in order."""
+    out = []
+    for line in text.splitlines():
+        code, _, comment = (" " + line).partition(f" {mark}")
+        if "   (" in comment:
+            out.append(comment)
+    return out
+
+
 def numba_text(program, plan) -> str:
     slots = 1 + len(plan.fn.params) + len(plan.fn.results) + len(plan.consts)
     return numba_render.source(program, [list(range(len(program.groups)))], slots,
@@ -55,10 +66,9 @@ def test_every_statement_carries_its_equation_and_the_users_line():
     texts = {"; ": "\n".join(llvm_source(program, DATA_OFFSET)[:2]),
              "# ": numba_text(program, plan)}
     for mark, text in texts.items():
-        comments = [line.strip() for line in text.splitlines() if line.strip().startswith(mark)]
-        assert {s.note for s in stmts} <= {c[len(mark):] for c in comments}, mark
-        rows = [line.strip() for line in text.splitlines()]
-        assert not any(a == b and a.startswith(mark) for a, b in zip(rows, rows[1:])), mark
+        comments = comments_of(text, mark)
+        assert {s.note for s in stmts} <= set(comments), mark
+        assert all(a != b for a, b in zip(comments, comments[1:])), mark   # once per run
 
 
 def test_a_comment_opens_each_run_of_one_ops_statements():
@@ -74,9 +84,7 @@ def test_a_comment_opens_each_run_of_one_ops_statements():
                                         False),
              "# ": numba_render.source(program, [[0]], 4, lambda kind, parallel: {})}
     for mark, text in texts.items():
-        comments = [line.strip()[len(mark):] for line in text.splitlines()
-                    if line.strip().startswith(mark) and "here.py" in line]
-        assert comments == wants[mark], (mark, text)
+        assert comments_of(text, mark) == wants[mark], (mark, text)
 
 
 def declared_and_called(module: str) -> tuple:
@@ -93,10 +101,29 @@ def test_an_llvm_module_declares_only_what_it_calls():
                     (fg.grad(tour_loss, argnums=(0, 1, 2)), tuple(tiny)),  # cold: Calls
                     (small, (np.ones((3, 40)), np.ones((40, 5)), np.array([1, -1])))):
         program, _ = program_of(f, *args)
-        hot, cold, _, _ = llvm_source(program, DATA_OFFSET)
+        hot, cold, *_ = llvm_source(program, DATA_OFFSET)
         for module in (hot, cold):
             declared, called, defined = declared_and_called(module)
             assert declared == called - defined, (declared, called, defined)
         declared = declared_and_called(hot)[0] | declared_and_called(cold)[0]
         assert "@llvm.fma.f64" in declared
         assert ("@fusegrad_dgemm" in declared) == (f is small)
+
+
+def test_the_readme_tours_source_fits_on_a_screen(monkeypatch):
+    monkeypatch.delenv("FUSEGRAD_RENDERER", raising=False)
+    x, w, b = np.random.default_rng(0).random((3, 1000))
+    jitted = fg.jit(fg.grad(tour_loss, argnums=(0, 1, 2)), tiered=False)
+    source = jitted.lower(x, w, b).source
+    assert len(source.splitlines()) <= 64, source
+    declared, called, defined = declared_and_called(source)
+    summarized = set(re.findall(r"^; (@[\w.]+)\(", source, re.M))   # one line each
+    assert declared <= called <= declared | defined | summarized, (declared, called)
+    line = f"test_kernel_ir_readable.py:{tour_loss.__code__.co_firstlineno + 1})"
+    for prim in ("tanh", "exp"):
+        assert re.search(rf"call double @{prim}\.\d+\(double %\w+\)  ; %\d+ = {prim} %\d+ "
+                         rf": f64\[1000\]   \({re.escape(line)}", source), prim
+        assert re.search(rf"^; @{prim}\.\d+\(double\) -> double: \d+ instructions", source, re.M)
+    monkeypatch.setenv("FUSEGRAD_DEBUG", "3")       # the scalar Functions in full
+    full = fg.jit(fg.grad(tour_loss, argnums=(0, 1, 2)), tiered=False).lower(x, w, b).source
+    assert re.search(r"^define double @tanh\.\d+\(double %a0\) alwaysinline", full, re.M)

@@ -114,6 +114,7 @@ class Part:
         self.tasks: list = []           # texts of the task functions of parallel loops
         self.current = "entry"
         self.note = ""                  # the note of the statement rendered last
+        self.pending = ""               # a note for the end of the next line emitted
         self.carried: set = set()       # the notes the current group's statements carry
 
     def fresh(self, stem="t") -> str:
@@ -121,6 +122,9 @@ class Part:
 
     def emit(self, *lines):
         self.lines.extend("  " + line for line in lines)
+        if self.pending and lines:          # the note of the statement these lines begin
+            self.lines[-len(lines)] += f"  ; {self.pending}"
+            self.pending = ""
 
     def address(self, buf, index) -> str:
         self.slots.add(buf.slot)
@@ -156,9 +160,13 @@ class Part:
         for s in stmts:
             note = getattr(s, "note", "")
             if note and note != self.note:          # once for a run of one op's statements
-                self.lines += [f"  ; {line}" for line in note.splitlines()]
+                if "\n" in note:
+                    self.lines += [f"  ; {line}" for line in note.splitlines()]
+                else:
+                    self.pending = note
                 self.note = note
             _RENDER[type(s)](self, s)
+            self.pending = ""
 
 
 def _load(part, s):
@@ -324,13 +332,24 @@ _RENDER = {Alu: lambda part, s: part.emit(f"{s.out.name} = {alu(s)}"), Call: _ca
 
 def _head(part, data_offset: int) -> list:
     """The entry block's lines: each array's data pointer, each Var's cell."""
-    head = []
-    for slot in sorted(part.slots):
-        head += [f"  %s{slot} = getelementptr ptr, ptr %arrays, i64 {slot}",
-                 f"  %o{slot} = load ptr, ptr %s{slot}",
-                 f"  %d{slot} = getelementptr i8, ptr %o{slot}, i64 {data_offset}",
-                 f"  %p{slot} = load ptr, ptr %d{slot}"]
+    head = [f"  %p{slot} = call ptr @{DATA}(ptr %arrays, i64 {slot})"
+            for slot in sorted(part.slots)]
     return head + [f"  {v.name} = alloca {LL[v.dtype]}" for v in sorted(part.vars, key=str)]
+
+
+DATA = "fusegrad.data"
+
+
+def data_function(data_offset: int) -> str:
+    """`@fusegrad.data(arrays, slot)`: where array `slot` of the table keeps its data (its
+    pointer `data_offset` bytes into the array object), inlined at O2. Every module whose
+    parts read arrays defines it."""
+    return "\n".join([
+        f"define internal ptr @{DATA}(ptr %arrays, i64 %slot) alwaysinline nounwind {{",
+        "entry:", "  %cell = getelementptr ptr, ptr %arrays, i64 %slot",
+        "  %array = load ptr, ptr %cell",
+        f"  %field = getelementptr i8, ptr %array, i64 {data_offset}",
+        "  %data = load ptr, ptr %field", "  ret ptr %data", "}"])
 
 
 def function(name: str, groups: list, names, data_offset: int, internal: bool) -> str:
@@ -347,13 +366,23 @@ def function(name: str, groups: list, names, data_offset: int, internal: bool) -
 
 def scalar_function(name: str, fn) -> tuple:
     """(definition, declaration) of a scalar Function (outline.py): `@name(params) -> result`,
-    its statements Alus, no memory touched."""
+    its statements Alus, no memory touched; inlined where the module it is in calls it."""
     t = LL[fn.result.dtype]
     params = ", ".join(f"{LL[p.dtype]} {p.name}" for p in fn.params)
-    lines = [f"define {t} @{name}({params}) nounwind {{", "entry:"]
+    lines = [f"define {t} @{name}({params}) alwaysinline nounwind {{", "entry:"]
     lines += [f"  {s.out.name} = {alu(s)}" for s in fn.body]
     lines += [f"  ret {t} {literal(fn.result)}", "}"]
     return "\n".join(lines), f"declare {t} @{name}({', '.join(LL[p.dtype] for p in fn.params)})"
+
+
+def summary(name: str, fn) -> str:
+    """A scalar Function (or, for fn None, data_function) as `.source` shows it: one line
+    (FUSEGRAD_DEBUG=3: in full)."""
+    if fn is None:
+        return f"; @{name}(ptr, i64) -> ptr: the data pointer of array i64 of the table"
+    params = ", ".join(LL[p.dtype] for p in fn.params)
+    return (f"; @{name}({params}) -> {LL[fn.result.dtype]}: {len(fn.body)} instructions of "
+            f"{name.split('.')[0]}'s scalar rule, inlined where called")
 
 
 def declarations(groups, functions=None, defined: bool = False) -> list:

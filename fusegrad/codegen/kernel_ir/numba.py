@@ -110,10 +110,14 @@ class Part:
         self.lines: list = []
         self.gemms = 0
         self.note = ""                  # the note of the statement rendered last
+        self.pending = ""               # a note for the end of the next line emitted
         self.carried: set = set()       # the notes the current group's statements carry
 
     def emit(self, depth: int, line: str):
         self.lines.append("    " * depth + line)
+        if self.pending:                    # the note of the statement this line begins
+            self.lines[-1] += f"  # {self.pending}"
+            self.pending = ""
 
     def array(self, buf) -> tuple:
         """(the array a buffer is in, the element offset of its start)."""
@@ -135,10 +139,13 @@ class Part:
         for s in stmts:
             note = getattr(s, "note", "")
             if note and note != self.note:          # once for a run of one op's statements
-                for line in note.splitlines():
-                    self.emit(depth, f"# {line}")
+                if "\n" in note:
+                    self.lines += ["    " * depth + f"# {line}" for line in note.splitlines()]
+                else:
+                    self.pending = note
                 self.note = note
             _RENDER[type(s)](self, s, depth)
+            self.pending = ""
 
 
 def _loop(part, s, depth):
@@ -261,8 +268,8 @@ def source(program, steps, slots: int, options, header: str = "") -> str:
              "from fusegrad.codegen.kernel_ir.numba_support import (  # noqa: F401",
              "    as_f32, as_f64, as_i32, as_i64, copysign, fabs, floor, fma, gemm, rint,",
              "    sdiv, select, sqrt, srem)", ""]
-    names = {f: f"scalar{k}" for k, f in enumerate(program.functions)}   # the same text for
-    for fname, fn in program.functions.items():                         # the same program
+    names = {f: f"{f.split('.')[0]}_{k}" for k, f in enumerate(program.functions)}  # the same
+    for fname, fn in program.functions.items():                 # text for the same program
         lines += ["", scalar_function(names[fname], fn, options("kernel", False)), ""]
     for e, step in enumerate(steps):
         groups = parts(program, step)

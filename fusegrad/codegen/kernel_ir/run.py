@@ -51,8 +51,45 @@ def steps(program) -> list:
 
 
 def source(program, data_offset: int, hot_loops: int | None = None) -> tuple:
-    """(hot text, cold text, hot function names, the entry name of each compiled step)."""
-    prefix = f"kir{next(_COUNT)}"
+    """(hot text, cold text, hot function names, the entry name of each compiled step, the
+    hot text as `.source` shows it: each scalar Function one line). A step of one part has
+    that part as its entry; each module that has parts defines render.data_function."""
+    prefix, hot = f"kir{next(_COUNT)}", _hot(program, hot_loops)
+    names, count, functions = itertools.count(), itertools.count(), program.functions
+    defined = {True: [], False: []}     # per module (hot or not): its parts' texts
+    texts, entries, hot_names = {True: [], False: []}, [], list(functions)
+    for gs in (s for s in steps(program) if isinstance(s, list)):
+        parts = _parts(program, gs, hot)
+        entry, single = f"{prefix}_entry{len(entries)}", len(parts) == 1
+        called = [entry] if single else [f"{prefix}_part{next(count)}" for _ in parts]
+        for name, (is_hot, part) in zip(called, parts):
+            defined[is_hot].append(render.function(name, [program.groups[g] for g in part],
+                                                   names, data_offset,
+                                                   internal=not (is_hot or single)))
+            if is_hot:
+                texts[False] += [] if single else [f"declare i64 @{name}(ptr, ptr)"]
+                hot_names.append(name)
+        entries.append(entry)
+        texts[False] += [] if single else [_entry(entry, called)]
+    data = {m: [render.data_function(data_offset)] if defined[m] else [] for m in defined}
+    hot_groups = [program.groups[g] for g in sorted(hot)]
+    cold_groups = [program.groups[g] for s in steps(program) if isinstance(s, list)
+                   for g in s if g not in hot]
+    hot_text = "\n".join([*render.declarations(hot_groups + [f.body for f in functions.values()],
+                                               functions, defined=True), "\n\n".join(
+        [*data[True], *(render.scalar_function(n, f)[0] for n, f in functions.items()),
+         *defined[True]])])
+    cold_text = "\n".join([*render.declarations(cold_groups, functions), "\n\n".join(
+        [*data[False], *texts[False], *defined[False]])])
+    shown = "\n".join([*render.declarations(hot_groups, functions, defined=True),
+                       *(render.summary(n, f) for n, f in functions.items()),
+                       *([render.summary(render.DATA, None)] if data[True] else []),
+                       "\n\n".join(defined[True])])
+    return hot_text, cold_text, hot_names, entries, shown
+
+
+def _hot(program, hot_loops: int | None) -> set:
+    """The hot groups (program.hot) that visit the most elements, up to HOT_LOOPS loops."""
     loops = [sum(isinstance(s, Loop) for s in walk(g)) for g in program.groups]
     hot, budget = set(), HOT_LOOPS if hot_loops is None else hot_loops
     for g in sorted(range(len(program.groups)), key=lambda g: -program.work[g]):
@@ -62,39 +99,21 @@ def source(program, data_offset: int, hot_loops: int | None = None) -> tuple:
             continue
         hot.add(g)
         budget -= loops[g]
-    names, texts = itertools.count(), {True: [], False: []}
-    entries, hot_names, count = [], [], itertools.count()
-    for name, fn in program.functions.items():       # at O2, called from either module
-        texts[True].append(render.scalar_function(name, fn)[0])
-        hot_names.append(name)
-    for gs in (s for s in steps(program) if isinstance(s, list)):
-        parts: list = []                 # (is hot, [group indices], lines)
-        for g in gs:
-            size = sum(1 for _ in walk(program.groups[g]))
-            if parts and parts[-1][0] == (g in hot) and parts[-1][2] + size < render.PART_LINES:
-                parts[-1][1].append(g)
-                parts[-1][2] += size
-            else:
-                parts.append([g in hot, [g], size])
-        called = []
-        for is_hot, part, _ in parts:
-            name = f"{prefix}_part{next(count)}"
-            called.append(name)
-            texts[is_hot].append(render.function(name, [program.groups[g] for g in part],
-                                                 names, data_offset, internal=not is_hot))
-            if is_hot:
-                texts[False].append(f"declare i64 @{name}(ptr, ptr)")
-                hot_names.append(name)
-        entries.append(f"{prefix}_entry{len(entries)}")
-        texts[False].append(_entry(entries[-1], called))
-    hot_text, cold_text = "\n\n".join(texts[True]), "\n\n".join(texts[False])
-    functions = program.functions
-    hot_text = "\n".join([*render.declarations([program.groups[g] for g in hot] + [
-        fn.body for fn in functions.values()], functions, defined=True), hot_text])
-    cold = [g for s in steps(program) if isinstance(s, list) for g in s if g not in hot]
-    cold_text = "\n".join([*render.declarations([program.groups[g] for g in cold],
-                                                functions), cold_text])
-    return hot_text, cold_text, hot_names, entries
+    return hot
+
+
+def _parts(program, groups, hot) -> list:
+    """Consecutive groups, all hot or all not, up to render.PART_LINES statements: (is hot,
+    [group indices]) each."""
+    parts: list = []                    # [is hot, [group indices], statements]
+    for g in groups:
+        size = sum(1 for _ in walk(program.groups[g]))
+        if parts and parts[-1][0] == (g in hot) and parts[-1][2] + size < render.PART_LINES:
+            parts[-1][1].append(g)
+            parts[-1][2] += size
+        else:
+            parts.append([g in hot, [g], size])
+    return [(is_hot, gs) for is_hot, gs, _ in parts]
 
 
 def _entry(name: str, parts: list) -> str:
@@ -111,12 +130,16 @@ def compile_program(program, plan, data_offset: int, compile_fn=None):
     """`run(leaves) -> list of arrays`, and the LLVM text. compile_fn compiles the nested
     Functions of host steps' control flow (codegen.compile.compile_numba)."""
     import llvmlite.binding as llvm
-    hot, cold, hot_names, entry_names = source(program, data_offset)
+    hot, cold, hot_names, entry_names, shown = source(program, data_offset)
+    found = {}                          # name -> address
     if hot_names:
         for name, address in zip(hot_names, machine_code(hot, hot_names, 2)):
             llvm.add_symbol(name, address)
-    addresses = iter(machine_code(cold, entry_names, 0, fast_isel=True)
-                     if entry_names else ())
+            found[name] = address
+    rest = [e for e in entry_names if e not in found]
+    if rest:
+        found.update(zip(rest, machine_code(cold, rest, 0, fast_isel=True)))
+    addresses = iter(found[e] for e in entry_names)
     kind = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p)
     calls, hosts = [], []
     for s in steps(program):
@@ -125,9 +148,11 @@ def compile_program(program, plan, data_offset: int, compile_fn=None):
         else:
             calls.append(host.step(s, compile_fn))
             hosts.append(f"; host step {s.op.prim} at {s.op.loc or '?'} between compiled parts")
+    full = os.environ.get("FUSEGRAD_DEBUG", "") >= "3"     # the scalar Functions in full
     text = (f"; fusegrad: @{program.name} as kernel IR (codegen/kernel_ir)\n"
-            + "".join(line + "\n" for line in hosts) + cold
-            + (f"\n; the longest loops, optimized:\n{hot}" if hot_names else ""))
+            + "".join(line + "\n" for line in hosts) + (cold + "\n" if cold.strip() else "")
+            + (f"; the longest loops, optimized:\n{hot if full else shown}\n"
+               if hot_names else ""))
     threaded = any(isinstance(s, Loop) and s.parallel for g in program.groups for s in walk(g))
     run = runner(calls, plan, program.errors, threaded)
     run.compiled = {k: v for c in calls for k, v in getattr(c, "compiled", {}).items()}
