@@ -77,6 +77,7 @@ class Kernel:
         self.b.note = self.notes.get(op, self.b.note)
 
     def scalar(self, op, xs):
+        self.at(op)
         return self.outlines.scalar(self.b, op, xs, self.hot)
 
     def loop(self, n: int, body):

@@ -52,44 +52,9 @@ def steps(program) -> list:
 
 def source(program, data_offset: int, hot_loops: int | None = None) -> tuple:
     """(hot text, cold text, hot function names, the entry name of each compiled step, the
-    hot text as `.source` shows it: each scalar Function one line). A step of one part has
-    that part as its entry; each module that has parts defines render.data_function."""
-    prefix, hot = f"kir{next(_COUNT)}", _hot(program, hot_loops)
-    names, count, functions = itertools.count(), itertools.count(), program.functions
-    defined = {True: [], False: []}     # per module (hot or not): its parts' texts
-    texts, entries, hot_names = {True: [], False: []}, [], list(functions)
-    for gs in (s for s in steps(program) if isinstance(s, list)):
-        parts = _parts(program, gs, hot)
-        entry, single = f"{prefix}_entry{len(entries)}", len(parts) == 1
-        called = [entry] if single else [f"{prefix}_part{next(count)}" for _ in parts]
-        for name, (is_hot, part) in zip(called, parts):
-            defined[is_hot].append(render.function(name, [program.groups[g] for g in part],
-                                                   names, data_offset,
-                                                   internal=not (is_hot or single)))
-            if is_hot:
-                texts[False] += [] if single else [f"declare i64 @{name}(ptr, ptr)"]
-                hot_names.append(name)
-        entries.append(entry)
-        texts[False] += [] if single else [_entry(entry, called)]
-    data = {m: [render.data_function(data_offset)] if defined[m] else [] for m in defined}
-    hot_groups = [program.groups[g] for g in sorted(hot)]
-    cold_groups = [program.groups[g] for s in steps(program) if isinstance(s, list)
-                   for g in s if g not in hot]
-    hot_text = "\n".join([*render.declarations(hot_groups + [f.body for f in functions.values()],
-                                               functions, defined=True), "\n\n".join(
-        [*data[True], *(render.scalar_function(n, f)[0] for n, f in functions.items()),
-         *defined[True]])])
-    cold_text = "\n".join([*render.declarations(cold_groups, functions), "\n\n".join(
-        [*data[False], *texts[False], *defined[False]])])
-    shown = "\n".join([*render.declarations(hot_groups, functions, defined=True),
-                       *(render.summary(n, f) for n, f in functions.items()),
-                       *([render.summary(render.DATA, None)] if data[True] else []),
-                       "\n\n".join(defined[True])])
-    return hot_text, cold_text, hot_names, entries, shown
-
-
-def _hot(program, hot_loops: int | None) -> set:
-    """The hot groups (program.hot) that visit the most elements, up to HOT_LOOPS loops."""
+    text `.source` shows: the parts in full, each scalar Function and entry one line; under
+    FUSEGRAD_DEBUG=3 compile_program shows both modules in full)."""
+    prefix = f"kir{next(_COUNT)}"
     loops = [sum(isinstance(s, Loop) for s in walk(g)) for g in program.groups]
     hot, budget = set(), HOT_LOOPS if hot_loops is None else hot_loops
     for g in sorted(range(len(program.groups)), key=lambda g: -program.work[g]):
@@ -99,21 +64,61 @@ def _hot(program, hot_loops: int | None) -> set:
             continue
         hot.add(g)
         budget -= loops[g]
-    return hot
+    names, texts = itertools.count(), {True: [], False: []}
+    shown: dict = {True: [], False: []}     # what .source shows of each module: its parts,
+    lines: dict = {True: [], False: []}     # and a line for each function it does not show
+    entries, hot_names, count = [], [], itertools.count()
+    for name, fn in program.functions.items():       # at O2, called from either module
+        texts[True].append(render.scalar_function(name, fn)[0])
+        lines[True].append(render.summary(name, fn))
+        hot_names.append(name)
+    for gs in (s for s in steps(program) if isinstance(s, list)):
+        parts: list = []                 # (is hot, [group indices], lines)
+        for g in gs:
+            size = sum(1 for _ in walk(program.groups[g]))
+            if parts and parts[-1][0] == (g in hot) and parts[-1][2] + size < render.PART_LINES:
+                parts[-1][1].append(g)
+                parts[-1][2] += size
+            else:
+                parts.append([g in hot, [g], size])
+        called = []
+        for is_hot, part, _ in parts:
+            name = f"{prefix}_part{next(count)}"
+            called.append(name)
+            texts[is_hot].append(render.function(name, [program.groups[g] for g in part],
+                                                 names, data_offset, internal=not is_hot))
+            shown[is_hot].append(texts[is_hot][-1])
+            if is_hot:
+                texts[False].append(f"declare i64 @{name}(ptr, ptr)")
+                hot_names.append(name)
+        entries.append(f"{prefix}_entry{len(entries)}")
+        texts[False].append(_entry(entries[-1], called))
+        lines[False].append(f"; @{entries[-1]}: calls " + ", ".join(f"@{c}" for c in called)
+                            + " in order, returning the first error number one returns")
+    hot_text, cold_text, shown_text = _modules(program, hot, texts, (lines, shown), data_offset)
+    return hot_text, cold_text, hot_names, entries, shown_text
 
 
-def _parts(program, groups, hot) -> list:
-    """Consecutive groups, all hot or all not, up to render.PART_LINES statements: (is hot,
-    [group indices]) each."""
-    parts: list = []                    # [is hot, [group indices], statements]
-    for g in groups:
-        size = sum(1 for _ in walk(program.groups[g]))
-        if parts and parts[-1][0] == (g in hot) and parts[-1][2] + size < render.PART_LINES:
-            parts[-1][1].append(g)
-            parts[-1][2] += size
-        else:
-            parts.append([g in hot, [g], size])
-    return [(is_hot, gs) for is_hot, gs, _ in parts]
+def _modules(program, hot: set, texts: dict, shown: tuple, data_offset: int) -> tuple:
+    """(hot text, cold text, the text shown): each module's declarations (only what its
+    statements call: a query on the nodes) and its texts, render.data_function in each module
+    that has parts."""
+    functions = program.functions
+    groups = {True: [program.groups[g] for g in sorted(hot)],
+              False: [program.groups[g] for s in steps(program) if isinstance(s, list)
+                      for g in s if g not in hot]}
+    full, visible = {}, {}
+    for module in (True, False):
+        data = [render.data_function(data_offset)] if groups[module] else []
+        bodies = [fn.body for fn in functions.values()] if module else []
+        declared = render.declarations(groups[module] + bodies, functions, defined=module)
+        full[module] = "\n".join([*declared, "\n\n".join([*data, *texts[module]])])
+        declared = render.declarations(groups[module], functions, defined=module)
+        summary = [render.summary(render.DATA, None)] if data else []
+        visible[module] = "\n".join(x for x in [*declared, *summary, *shown[0][module],
+                                                "\n\n".join(shown[1][module])] if x)
+    hot_part = f"\n; the longest loops, optimized:\n{visible[True]}" if texts[True] else ""
+    return full[True], full[False], visible[False] + hot_part
 
 
 def _entry(name: str, parts: list) -> str:
@@ -131,15 +136,11 @@ def compile_program(program, plan, data_offset: int, compile_fn=None):
     Functions of host steps' control flow (codegen.compile.compile_numba)."""
     import llvmlite.binding as llvm
     hot, cold, hot_names, entry_names, shown = source(program, data_offset)
-    found = {}                          # name -> address
     if hot_names:
         for name, address in zip(hot_names, machine_code(hot, hot_names, 2)):
             llvm.add_symbol(name, address)
-            found[name] = address
-    rest = [e for e in entry_names if e not in found]
-    if rest:
-        found.update(zip(rest, machine_code(cold, rest, 0, fast_isel=True)))
-    addresses = iter(found[e] for e in entry_names)
+    addresses = iter(machine_code(cold, entry_names, 0, fast_isel=True)
+                     if entry_names else ())
     kind = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p)
     calls, hosts = [], []
     for s in steps(program):
@@ -148,11 +149,10 @@ def compile_program(program, plan, data_offset: int, compile_fn=None):
         else:
             calls.append(host.step(s, compile_fn))
             hosts.append(f"; host step {s.op.prim} at {s.op.loc or '?'} between compiled parts")
-    full = os.environ.get("FUSEGRAD_DEBUG", "") >= "3"     # the scalar Functions in full
+    if os.environ.get("FUSEGRAD_DEBUG", "") >= "3":      # every function in full
+        shown = cold + (f"\n; the longest loops, optimized:\n{hot}" if hot_names else "")
     text = (f"; fusegrad: @{program.name} as kernel IR (codegen/kernel_ir)\n"
-            + "".join(line + "\n" for line in hosts) + (cold + "\n" if cold.strip() else "")
-            + (f"; the longest loops, optimized:\n{hot if full else shown}\n"
-               if hot_names else ""))
+            + "".join(line + "\n" for line in hosts) + shown)
     threaded = any(isinstance(s, Loop) and s.parallel for g in program.groups for s in walk(g))
     run = runner(calls, plan, program.errors, threaded)
     run.compiled = {k: v for c in calls for k, v in getattr(c, "compiled", {}).items()}
