@@ -13,6 +13,10 @@ function with the C signature of OpenBLAS's level-1 routines, handed to its thre
 through pool.py's `blas_level1_thread` (or called once, for the whole range, when OpenBLAS may
 use one thread now, or status[1], set by the runner, is 0); each part runs its iterations as
 the serial loop would.
+
+The first line each run of statements of one op renders ends with that op's note (`; %2 =
+tanh %1 : f64[1000]   (tour.py:5)`); `declarations` is a query on the nodes, so a module
+declares only what it calls; a part finds its arrays' data through `data_function`.
 """
 
 from __future__ import annotations
