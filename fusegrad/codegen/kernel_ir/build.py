@@ -63,7 +63,7 @@ def affine(index, strides_, offset: int = 0) -> Index:
 
 class Kernel:
     """The statements of one group, built through a Builder whose `out` is the current body;
-    `scalar(op, xs)` is op's value inline, or outside hot groups a Call (outline.py)."""
+    `scalar(op, xs)` is op's value inline, or a Call (outline.py)."""
 
     def __init__(self, names, program_errors, outlines=None, hot=True):
         self.b = Builder(names, errors=program_errors)
@@ -78,7 +78,7 @@ class Kernel:
 
     def scalar(self, op, xs):
         self.at(op)
-        return self.outlines.scalar(self.b, op, xs, self.hot)
+        return self.outlines.scalar(self.b, op, xs)
 
     def loop(self, n: int, body):
         if n == 1:

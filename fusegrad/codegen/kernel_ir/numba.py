@@ -14,9 +14,9 @@ constants..., status)` (Numba takes 0.2 s to compile one `arena.view`), and retu
 Raise's error number (its value in status[0]). A buffer's byte offset in the arena is an
 element offset in its dtype's view (the plan aligns every buffer to 64 bytes). Consecutive
 groups up to PART_STATEMENTS statements are one function (`part0`...); the entry calls them
-in order. A Loop marked `parallel` is a numba.prange. Each run of statements one IR op made
-starts with its note as a comment: the op's equation and the user's file:line; a group's
-Note adds the equations no statement carries.
+in order. A Loop marked `parallel` is a numba.prange. The first line of each run of
+statements one IR op made ends with its note as a comment: the op's equation and the user's
+file:line; a group's Note adds the equations no statement carries.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ class Outlines:
         self.functions: dict = {}
         self.names: dict = {}       # (prim, dtypes, params) -> name, or None: inline
 
-    def scalar(self, b, op, xs, hot_group: bool = False):
+    def scalar(self, b, op, xs):
         """op's value from the registers xs: its rule inline (short rules, constant operands,
         rules that may raise), else a Call, in hot groups too (LLVM inlines it there)."""
         rule = PRIMITIVES[op.prim].scalar
