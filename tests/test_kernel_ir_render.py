@@ -336,7 +336,7 @@ def test_both_texts_carry_every_equation_and_declare_only_what_they_use():
         llvm = compiled["llvm"][1]
         declared = re.findall(r"^declare \S+ (@[\w.]+)\(", llvm, re.M)
         assert all(re.search(rf"call \S+ {re.escape(f)}\(", llvm) for f in declared), declared
-        assert ("@llvm.fma.f32" in declared) == (kind == "tanh")
+        assert bool(re.search(r"call float @tanh\.\d+\(", llvm)) == (kind == "tanh")  # mathlib's
         assert ("@fusegrad_dgemm" in declared) == (kind == "matmul_gemm")
 
 

@@ -58,16 +58,22 @@ def affine(index, strides_, offset: int = 0) -> Index:
 
 class Kernel:
     """The statements of one group, built through a Builder whose `out` is the current body;
-    `scalar(op, xs)` is op's value inline, or outside hot groups a Call (outline.py)."""
+    `scalar(op, xs)` is op's value inline, or a Call (outline.py)."""
 
     def __init__(self, names, program_errors, outlines=None, hot=True):
         self.b = Builder(names, errors=program_errors)
         self.body = self.b.out
         self.errors = program_errors
         self.outlines, self.hot = outlines or Outlines(), hot
+        self.notes: dict = {}       # op -> its equation and file:line
+
+    def at(self, op):
+        """From here on, the statements made are op's: they carry its note."""
+        self.b.note = self.notes.get(op, self.b.note)
 
     def scalar(self, op, xs):
-        return self.outlines.scalar(self.b, op, xs, self.hot)
+        self.at(op)
+        return self.outlines.scalar(self.b, op, xs)
 
     def loop(self, n: int, body):
         if n == 1:
@@ -87,11 +93,11 @@ class Kernel:
 
     def load(self, buf, index: Index):
         out = self.b.fresh(buf.dtype)
-        self.b.out.append(Load(out, buf, index))
+        self.b.out.append(Load(out, buf, index, self.b.note))
         return out
 
     def store(self, buf, index: Index, value):
-        self.b.out.append(Store(buf, index, value))
+        self.b.out.append(Store(buf, index, value, self.b.note))
 
     def fill(self, buf, size: int, value):
         self.loop(size, lambda i: self.store(buf, affine((i,), (1,)), Const(value, buf.dtype)))
@@ -106,7 +112,7 @@ class Kernel:
         def body(i):
             j = self.load(idx_buf, affine((i,), (1,)))
             bad = self.b.or_(self.b.lt(j, -n), self.b.ge(j, n))
-            self.b.out.append(Raise(bad, error, j))
+            self.b.out.append(Raise(bad, error, j, self.b.note))
         self.loop(size, body)
 
     def index(self, idx_buf, index: Index, n: int):
@@ -130,10 +136,12 @@ def build(fn, plan: Plan | None = None, hot: bool | None = None) -> tuple:
                                           for v in (*o.inputs, *o.outputs)), default=0))
                    if every is None else every)
         k = Kernel(names, errors, outlines, hot[-1])
+        k.notes = {op: f"{format_op(op, printed).strip()}   ({op.loc or '?'})" for op in ops}
+        k.at(ops[0])
         if len(ops[0].outputs) != 1 or any(v.type.size for o in ops for v in o.outputs) or \
                 _kind(ops[0]) in _STEPS:
             _GROUP[_kind(ops[0])](k, plan, ops)
-        lines = [f"{format_op(op, printed).strip()}   ; {op.loc or '?'}" for op in ops]
+        lines = list(k.notes.values())
         k.body.insert(0, Note("\n".join(lines)))
         groups.append(k.body)
         notes.append(lines)
@@ -249,7 +257,7 @@ def _matmul(k, plan, ops):
     else:
         def call(bi):
             k.b.out.append(Gemm(out.dtype, m, n, kk, (wa, affine(bi, sa)), (wb, affine(bi, sb)),
-                                (wo, affine(bi, so))))
+                                (wo, affine(bi, so)), k.b.note))
         k.nest(tuple(batch), call)
 
 

@@ -2,7 +2,8 @@
 
 A registry entry's `scalar` rule is `rule(b, *xs, **params) -> Reg`, xs the operands as
 registers; it calls the methods below, each appending one `Alu` node to the statements being
-built. The ops are the small fixed set every renderer has a row for:
+built, noted with the builder's `note` (the op's equation and file:line: nodes.py). The ops
+are the small fixed set every renderer has a row for:
 
     arithmetic  add sub mul fdiv neg fma sdiv srem        (of the operands' dtype; fma floats)
     float       sqrt fabs rint floor copysign
@@ -36,22 +37,23 @@ LIBM = {"fmod": ("f64", 2, "np.fmod"), "erfc": ("f64", 1, "math.erfc"),
 class Builder:
     """Appends scalar statements to `out` (a list the caller may swap: a loop's body)."""
 
-    def __init__(self, names=None, out=None, errors=None, loc=None):
+    def __init__(self, names=None, out=None, errors=None, loc=None, note=""):
         self.names = names if names is not None else itertools.count()
         self.out = out if out is not None else []
         self.errors = errors if errors is not None else []
         self.loc = loc
+        self.note = note            # the equation and file:line every node made now carries
 
     def at(self, loc) -> "Builder":
         """A builder appending to the same statements for the op at the user's line `loc`."""
-        return Builder(self.names, self.out, self.errors, loc)
+        return Builder(self.names, self.out, self.errors, loc, self.note)
 
     def fresh(self, dtype: str, stem: str = "v") -> Reg:
         return Reg(f"%{stem}{next(self.names)}", dtype)
 
     def emit(self, op: str, dtype: str, *args) -> Reg:
         out = self.fresh(dtype)
-        self.out.append(Alu(out, op, args))
+        self.out.append(Alu(out, op, args, self.note))
         return out
 
     @staticmethod
@@ -143,7 +145,7 @@ class Builder:
         where = f" (at {self.loc})" if self.loc else ""
         self.errors.append((error, message + where))
         value = value if isinstance(value, (Reg, Const)) else Const(value, "i64")
-        self.out.append(Raise(cond, len(self.errors), value))
+        self.out.append(Raise(cond, len(self.errors), value, self.note))
 
     def math(self, name: str, *xs):
         """A transcendental function of mathlib*.py's algorithms, expanded in place."""

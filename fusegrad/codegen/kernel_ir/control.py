@@ -207,15 +207,15 @@ def _moved(s, where, suffix, errors):
     def place(buf, index):
         return where.of(buf, _index(index, suffix))
     if isinstance(s, Load):
-        return Load(_reg(s.out, suffix), *place(s.buf, s.index))
+        return Load(_reg(s.out, suffix), *place(s.buf, s.index), s.note)
     if isinstance(s, Store):
-        return Store(*place(s.buf, s.index), _reg(s.value, suffix))
+        return Store(*place(s.buf, s.index), _reg(s.value, suffix), s.note)
     if isinstance(s, Alu):
-        return Alu(_reg(s.out, suffix), s.op, tuple(_reg(a, suffix) for a in s.args))
+        return Alu(_reg(s.out, suffix), s.op, tuple(_reg(a, suffix) for a in s.args), s.note)
     if isinstance(s, Call):
-        return Call(_reg(s.out, suffix), s.fn, tuple(_reg(a, suffix) for a in s.args))
+        return Call(_reg(s.out, suffix), s.fn, tuple(_reg(a, suffix) for a in s.args), s.note)
     if isinstance(s, Raise):
-        return Raise(_reg(s.cond, suffix), s.error + errors, _reg(s.value, suffix))
+        return Raise(_reg(s.cond, suffix), s.error + errors, _reg(s.value, suffix), s.note)
     if isinstance(s, Loop):
         return Loop(_reg(s.var, suffix), s.extent,
                     [_moved(t, where, suffix, errors) for t in s.body])

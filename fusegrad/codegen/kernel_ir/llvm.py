@@ -13,6 +13,10 @@ function with the C signature of OpenBLAS's level-1 routines, handed to its thre
 through pool.py's `blas_level1_thread` (or called once, for the whole range, when OpenBLAS may
 use one thread now, or status[1], set by the runner, is 0); each part runs its iterations as
 the serial loop would.
+
+The first line each run of statements of one op renders ends with that op's note (`; %2 =
+tanh %1 : f64[1000]   (tour.py:5)`); `declarations` is a query on the nodes, so a module
+declares only what it calls; a part finds its arrays' data through `data_function`.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from __future__ import annotations
 import struct
 
 from .nodes import Alu, Call, Gemm, Get, Host, If, Load, Loop, Note, Raise, Reg, Set, Store
-from .nodes import While
+from .nodes import While, walk
 
 LL = {"f32": "float", "f64": "double", "i64": "i64", "i32": "i32", "bool": "i1"}
 MEM = {**LL, "bool": "i8"}
@@ -113,12 +117,18 @@ class Part:
         self.vars: set = set()
         self.tasks: list = []           # texts of the task functions of parallel loops
         self.current = "entry"
+        self.note = ""                  # the note of the statement rendered last
+        self.pending = ""               # a note for the end of the next line emitted
+        self.carried: set = set()       # the notes the current group's statements carry
 
     def fresh(self, stem="t") -> str:
         return f"%{stem}{next(self.names)}"
 
     def emit(self, *lines):
         self.lines.extend("  " + line for line in lines)
+        if self.pending and lines:          # the note of the statement these lines begin
+            self.lines[-len(lines)] += f"  ; {self.pending}"
+            self.pending = ""
 
     def address(self, buf, index) -> str:
         self.slots.add(buf.slot)
@@ -152,7 +162,15 @@ class Part:
 
     def render(self, stmts):
         for s in stmts:
+            note = getattr(s, "note", "")
+            if note and note != self.note:          # once for a run of one op's statements
+                if "\n" in note:
+                    self.lines += [f"  ; {line}" for line in note.splitlines()]
+                else:
+                    self.pending = note
+                self.note = note
             _RENDER[type(s)](self, s)
+            self.pending = ""
 
 
 def _load(part, s):
@@ -270,7 +288,8 @@ def _gemm(part, s):
 
 
 def _note(part, s):
-    part.lines += [f"  ; {line}" for line in s.text.splitlines()]
+    """The group's equations no statement carries (a constant folded into its users)."""
+    part.lines += [f"  ; {line}" for line in s.text.splitlines() if line not in part.carried]
 
 
 def _if(part, s):
@@ -317,13 +336,24 @@ _RENDER = {Alu: lambda part, s: part.emit(f"{s.out.name} = {alu(s)}"), Call: _ca
 
 def _head(part, data_offset: int) -> list:
     """The entry block's lines: each array's data pointer, each Var's cell."""
-    head = []
-    for slot in sorted(part.slots):
-        head += [f"  %s{slot} = getelementptr ptr, ptr %arrays, i64 {slot}",
-                 f"  %o{slot} = load ptr, ptr %s{slot}",
-                 f"  %d{slot} = getelementptr i8, ptr %o{slot}, i64 {data_offset}",
-                 f"  %p{slot} = load ptr, ptr %d{slot}"]
+    head = [f"  %p{slot} = call ptr @{DATA}(ptr %arrays, i64 {slot})"
+            for slot in sorted(part.slots)]
     return head + [f"  {v.name} = alloca {LL[v.dtype]}" for v in sorted(part.vars, key=str)]
+
+
+DATA = "fusegrad.data"
+
+
+def data_function(data_offset: int) -> str:
+    """`@fusegrad.data(arrays, slot)`: where array `slot` of the table keeps its data (its
+    pointer `data_offset` bytes into the array object), inlined at O2. Every module whose
+    parts read arrays defines it."""
+    return "\n".join([
+        f"define internal ptr @{DATA}(ptr %arrays, i64 %slot) alwaysinline nounwind {{",
+        "entry:", "  %cell = getelementptr ptr, ptr %arrays, i64 %slot",
+        "  %array = load ptr, ptr %cell",
+        f"  %field = getelementptr i8, ptr %array, i64 {data_offset}",
+        "  %data = load ptr, ptr %field", "  ret ptr %data", "}"])
 
 
 def function(name: str, groups: list, names, data_offset: int, internal: bool) -> str:
@@ -331,6 +361,7 @@ def function(name: str, groups: list, names, data_offset: int, internal: bool) -
     task functions of its parallel loops."""
     part = Part(names, name, data_offset)
     for stmts in groups:
+        part.carried = {s.note for s in walk(stmts) if getattr(s, "note", "")}
         part.render(stmts)
     head = [f"define {'internal ' if internal else ''}i64 @{name}(ptr %arrays, ptr %status) "
             f"noinline nounwind {{", "entry:", *_head(part, data_offset)]
@@ -339,34 +370,55 @@ def function(name: str, groups: list, names, data_offset: int, internal: bool) -
 
 def scalar_function(name: str, fn) -> tuple:
     """(definition, declaration) of a scalar Function (outline.py): `@name(params) -> result`,
-    its statements Alus, no memory touched."""
+    its statements Alus, no memory touched; inlined where the module it is in calls it."""
     t = LL[fn.result.dtype]
     params = ", ".join(f"{LL[p.dtype]} {p.name}" for p in fn.params)
-    lines = [f"define {t} @{name}({params}) nounwind {{", "entry:"]
+    lines = [f"define {t} @{name}({params}) alwaysinline nounwind {{", "entry:"]
     lines += [f"  {s.out.name} = {alu(s)}" for s in fn.body]
     lines += [f"  ret {t} {literal(fn.result)}", "}"]
     return "\n".join(lines), f"declare {t} @{name}({', '.join(LL[p.dtype] for p in fn.params)})"
 
 
-def declarations(text: str) -> list:
-    """The declarations text calls: only what is used."""
-    from .. import cblas
-    out = []
-    for t, s in (("float", "f32"), ("double", "f64")):
-        for f, arity in (("fma", 3), ("sqrt", 1), ("fabs", 1), ("rint", 1), ("floor", 1),
-                         ("copysign", 2)):
-            if f"@llvm.{f}.{s}(" in text:
-                out.append(f"declare {t} @llvm.{f}.{s}({', '.join([t] * arity)})")
+def summary(name: str, fn) -> str:
+    """A scalar Function (or, for fn None, data_function) as `.source` shows it: one line
+    (FUSEGRAD_DEBUG=3: in full)."""
+    if fn is None:
+        return f"; @{name}(ptr, i64) -> ptr: the data pointer of array i64 of the table"
+    params = ", ".join(LL[p.dtype] for p in fn.params)
+    return (f"; @{name}({params}) -> {LL[fn.result.dtype]}: {len(fn.body)} instructions of "
+            f"{name.split('.')[0]}'s scalar rule, inlined where called")
+
+
+def declarations(groups, functions=None, defined: bool = False) -> list:
+    """The `declare` lines of what the statements of groups call, a query on the nodes: C's
+    and LLVM's math, ?gemm, the thread pool, and the program's scalar Functions (`functions`,
+    name -> Function) unless `defined` beside them. Only what is used, each once."""
+    out: dict = {}
+    for s in (s for stmts in groups for s in walk(stmts)):
+        line = _declaration(s, functions or {}, defined)
+        for one in ([line] if isinstance(line, str) else line or ()):
+            out.setdefault(one)
+    return list(out)
+
+
+def _declaration(s, functions, defined):
     from .builder import LIBM
-    for f, (dtype, arity, _) in LIBM.items():
-        if f"@{f}(" in text:
-            out.append(f"declare {LL[dtype]} @{f}({', '.join([LL[dtype]] * arity)})")
-    if "@fusegrad_pool_split(" in text:
-        out += ["declare i32 @fusegrad_pool_threads()",
-                f"declare i32 @fusegrad_pool_split(i32, {', '.join(['i64'] * 11)}, i32)"]
-    for c, t in (("s", "float"), ("d", "double")):
-        if f"@fusegrad_{c}gemm(" in text:
-            n = f"i{cblas.BITS}"
-            out.append(f"declare void @fusegrad_{c}gemm(i32, i32, i32, {n}, {n}, {n}, {t}, "
-                       f"ptr, {n}, ptr, {n}, {t}, ptr, {n})")
-    return out
+    if isinstance(s, Alu) and s.op == "libm":
+        dtype, arity, _ = LIBM[s.args[0]]
+        return f"declare {LL[dtype]} @{s.args[0]}({', '.join([LL[dtype]] * arity)})"
+    if isinstance(s, Alu) and s.op in _INTRINSIC and s.args[0].dtype in _SUFFIX:
+        t, suffix = LL[s.args[0].dtype], _SUFFIX[s.args[0].dtype]
+        return f"declare {t} @llvm.{s.op}.{suffix}({', '.join([t] * len(s.args))})"
+    if isinstance(s, Call) and not defined:
+        return scalar_function(s.fn, functions[s.fn])[1]
+    if isinstance(s, Gemm):
+        from .. import cblas
+        t, n = LL[s.dtype], f"i{cblas.BITS}"
+        return (f"declare void @fusegrad_{'d' if s.dtype == 'f64' else 's'}gemm(i32, i32, i32, "
+                f"{n}, {n}, {n}, {t}, ptr, {n}, ptr, {n}, {t}, ptr, {n})")
+    if isinstance(s, Loop) and s.parallel:
+        from .. import pool_bind as pool
+        if pool.AVAILABLE:
+            return ("declare i32 @fusegrad_pool_threads()",
+                    f"declare i32 @fusegrad_pool_split(i32, {', '.join(['i64'] * 11)}, i32)")
+    return None

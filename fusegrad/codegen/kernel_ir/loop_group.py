@@ -77,6 +77,7 @@ class _Group:
     def element(self, at, lane):
         k, plan, regs = self.k, self.plan, {}
         for op in self.ops:
+            k.at(op)
             xs = []
             for v in op.inputs:
                 r = plan.of(v)

@@ -9,7 +9,7 @@ A program is a list of groups, each a list of statements run in order by one fun
     Raise(cond, error, value)   stop the call with error number `error` if cond holds
     Gemm(dtype, m, n, k, a, b, c)   c = a @ b (row-major, contiguous), NumPy's own ?gemm
     Call(out, fn, args)         out = fn(args), a scalar Function of the program
-    Note(text)                  the IR equation and the user's file:line a group computes
+    Note(text)                  the IR equations and the user's file:lines a group computes
     Host(op, inputs, outputs)   a step run in Python between compiled parts (host.py)
     If(cond, then, orelse)      if cond: then else: orelse        (cond a bool register)
     While(test, cond, body)     while True: test; if not cond: break; body
@@ -22,6 +22,12 @@ registers (loop counters, or indices a gather loaded: the one non-affine part, c
 its bounds once per index array by a `Raise` loop before use). Registers are SSA: `Reg` names
 are unique within a group, and a `Const` is a literal of a dtype. Scalar ops (`Alu.op`) are a
 small fixed set (builder.py lists them); the renderers are tables over it.
+
+Every Load, Store, Alu, Raise, Gemm and Call built for an IR op carries that op's equation
+and the user's file:line in `note` (the builder's context when it was made; "" for
+statements no op asked for); the renderers write it as a comment above each run of
+statements with one note, and a group's `Note` lists its ops, for those no statement
+carries (a constant folded into its users).
 
 A `Host` is a group of its own and splits the entry: the runner calls the compiled parts
 before it, then the step, then the parts after, all on the same table of arrays. The step
@@ -90,6 +96,7 @@ class Load:
     out: Reg
     buf: Buffer
     index: Index
+    note: str = field(default="", compare=False)    # its op's equation and file:line
 
 
 @dataclass(frozen=True)
@@ -97,6 +104,7 @@ class Store:
     buf: Buffer
     index: Index
     value: object               # Reg or Const
+    note: str = field(default="", compare=False)    # its op's equation and file:line
 
 
 @dataclass(frozen=True)
@@ -104,6 +112,7 @@ class Alu:
     out: Reg
     op: str
     args: tuple
+    note: str = field(default="", compare=False)    # its op's equation and file:line
 
 
 @dataclass(frozen=True)
@@ -111,6 +120,7 @@ class Raise:
     cond: Reg
     error: int
     value: object               # an i64 the message quotes (the bad index)
+    note: str = field(default="", compare=False)    # its op's equation and file:line
 
 
 @dataclass(frozen=True)
@@ -122,6 +132,7 @@ class Gemm:
     a: tuple                    # (Buffer, Index) of the first element
     b: tuple
     c: tuple
+    note: str = field(default="", compare=False)    # its op's equation and file:line
 
 
 @dataclass(frozen=True)
@@ -208,6 +219,7 @@ class Call:
     out: Reg
     fn: str
     args: tuple
+    note: str = field(default="", compare=False)    # its op's equation and file:line
 
 
 @dataclass(frozen=True)

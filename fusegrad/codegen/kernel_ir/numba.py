@@ -14,8 +14,9 @@ constants..., status)` (Numba takes 0.2 s to compile one `arena.view`), and retu
 Raise's error number (its value in status[0]). A buffer's byte offset in the arena is an
 element offset in its dtype's view (the plan aligns every buffer to 64 bytes). Consecutive
 groups up to PART_STATEMENTS statements are one function (`part0`...); the entry calls them
-in order. A Loop marked `parallel` is a numba.prange. Every group starts with its Note: the
-IR equations it computes and the user's file:line, as comments.
+in order. A Loop marked `parallel` is a numba.prange. The first line of each run of
+statements one IR op made ends with its note as a comment: the op's equation and the user's
+file:line; a group's Note adds the equations no statement carries.
 """
 
 from __future__ import annotations
@@ -108,9 +109,15 @@ class Part:
         self.names = names or {}        # a scalar Function's name -> its name in this module
         self.lines: list = []
         self.gemms = 0
+        self.note = ""                  # the note of the statement rendered last
+        self.pending = ""               # a note for the end of the next line emitted
+        self.carried: set = set()       # the notes the current group's statements carry
 
     def emit(self, depth: int, line: str):
         self.lines.append("    " * depth + line)
+        if self.pending:                    # the note of the statement this line begins
+            self.lines[-1] += f"  # {self.pending}"
+            self.pending = ""
 
     def array(self, buf) -> tuple:
         """(the array a buffer is in, the element offset of its start)."""
@@ -130,7 +137,15 @@ class Part:
 
     def render(self, stmts, depth: int):
         for s in stmts:
+            note = getattr(s, "note", "")
+            if note and note != self.note:          # once for a run of one op's statements
+                if "\n" in note:
+                    self.lines += ["    " * depth + f"# {line}" for line in note.splitlines()]
+                else:
+                    self.pending = note
+                self.note = note
             _RENDER[type(s)](self, s, depth)
+            self.pending = ""
 
 
 def _loop(part, s, depth):
@@ -197,7 +212,7 @@ _RENDER = {
     Get: lambda part, s, depth: part.emit(depth, f"{name(s.out)} = {name(s.var)}"),
     Set: lambda part, s, depth: part.emit(depth, f"{name(s.var)} = {literal(s.value)}"),
     Note: lambda part, s, depth: [part.emit(depth, f"# {line}") for line in
-                                  s.text.splitlines()],
+                                  s.text.splitlines() if line not in part.carried],
 }
 
 
@@ -216,6 +231,7 @@ def function(fname: str, groups: list, params: str, options, names=None) -> str:
     """One function running groups in order; options(parallel) -> njit's keyword arguments."""
     part = Part(names)
     for stmts in groups:
+        part.carried = {s.note for s in walk(stmts) if getattr(s, "note", "")}
         part.render(stmts, 1)
     parallel = any(getattr(s, "parallel", False) for g in groups for s in walk(g)
                    if isinstance(s, Loop))
@@ -252,8 +268,8 @@ def source(program, steps, slots: int, options, header: str = "") -> str:
              "from fusegrad.codegen.kernel_ir.numba_support import (  # noqa: F401",
              "    as_f32, as_f64, as_i32, as_i64, copysign, fabs, floor, fma, gemm, rint,",
              "    sdiv, select, sqrt, srem)", ""]
-    names = {f: f"scalar{k}" for k, f in enumerate(program.functions)}   # the same text for
-    for fname, fn in program.functions.items():                         # the same program
+    names = {f: f"{f.split('.')[0]}_{k}" for k, f in enumerate(program.functions)}  # the same
+    for fname, fn in program.functions.items():                 # text for the same program
         lines += ["", scalar_function(names[fname], fn, options("kernel", False)), ""]
     for e, step in enumerate(steps):
         groups = parts(program, step)

@@ -88,22 +88,23 @@ def copy(stmts, sub: dict, suffix: str, vars_: dict | None = None) -> list:
     def one(s):
         if isinstance(s, Alu):
             args = tuple(_value(a, sub) for a in s.args)
-            return Alu(rename(s.out), s.op, args)
+            return Alu(rename(s.out), s.op, args, s.note)
         if isinstance(s, Call):
-            return Call(rename(s.out), s.fn, tuple(_value(a, sub) for a in s.args))
+            return Call(rename(s.out), s.fn, tuple(_value(a, sub) for a in s.args), s.note)
         if isinstance(s, Load):
             index = _index(s.index, sub)
-            return Load(rename(s.out), s.buf, index)
+            return Load(rename(s.out), s.buf, index, s.note)
         if isinstance(s, Store):
-            return Store(s.buf, _index(s.index, sub), _value(s.value, sub))
+            return Store(s.buf, _index(s.index, sub), _value(s.value, sub), s.note)
         if isinstance(s, Get):
             return Get(rename(s.out), vars_.get(s.var, s.var))
         if isinstance(s, Set):
             return Set(vars_.get(s.var, s.var), _value(s.value, sub))
         if isinstance(s, Raise):
-            return Raise(_value(s.cond, sub), s.error, _value(s.value, sub))
+            return Raise(_value(s.cond, sub), s.error, _value(s.value, sub), s.note)
         if isinstance(s, Gemm):
-            return Gemm(s.dtype, s.m, s.n, s.k, *((b, _index(i, sub)) for b, i in (s.a, s.b, s.c)))
+            return Gemm(s.dtype, s.m, s.n, s.k, *((b, _index(i, sub)) for b, i in (s.a, s.b, s.c)),
+                        s.note)
         if isinstance(s, Loop):
             var = rename(s.var)
             return Loop(var, s.extent, [one(t) for t in s.body], s.parallel)
@@ -163,8 +164,8 @@ def _carried(loop, names) -> list:
         var = Var(f"%acc{next(names)}", load.buf.dtype)
         first, last = Reg(var.name + "_in", load.out.dtype), Reg(var.name + "_out",
                                                                   load.out.dtype)
-        before += [Load(first, load.buf, load.index), Set(var, first)]
-        after += [Get(last, var), Store(store.buf, store.index, last)]
+        before += [Load(first, load.buf, load.index, load.note), Set(var, first)]
+        after += [Get(last, var), Store(store.buf, store.index, last, store.note)]
         loop.body[loop.body.index(load)] = Get(load.out, var)
         loop.body[loop.body.index(store)] = Set(var, store.value)
     return [*before, loop, *after]
@@ -228,6 +229,8 @@ def _split(loop, sums) -> list:
         rest = Reg(loop.var.name + "_t", "i64")
         out.append(Loop(rest, tail, copy(loop.body, {loop.var: (rest, 1, blocks * width)},
                                          "_t")))
+    adds = {s.out: s.note for s in loop.body if isinstance(s, Alu)}
+    notes = {s.var: adds.get(s.value, "") for s in loop.body if isinstance(s, Set)}
     for v in sums:                               # pairwise, in lane order
         level = [lane_vars[k][v] for k in range(width)]
         step = 0
@@ -236,7 +239,8 @@ def _split(loop, sums) -> list:
             for a, b in zip(level[::2], level[1::2]):
                 ra, rb = Reg(f"{a.name}_g{step}", a.dtype), Reg(f"{b.name}_g{step}", b.dtype)
                 total = Reg(f"{a.name}_s{step}", a.dtype)
-                out += [Get(ra, a), Get(rb, b), Alu(total, "add", (ra, rb)), Set(a, total)]
+                out += [Get(ra, a), Get(rb, b), Alu(total, "add", (ra, rb), notes[v]),
+                        Set(a, total)]
                 nxt.append(a)
             level, step = nxt, step + 1
     return out

@@ -58,7 +58,9 @@ def steps(program) -> list:
 
 def source(program, data_offset: int, hot_loops: int | None = None, quick=None,
            slots: int = 0) -> tuple:
-    """(hot text, cold text, hot function names, the entry name of each compiled step)."""
+    """(hot text, cold text, hot function names, the entry name of each compiled step, the
+    text `.source` shows: the parts in full, each scalar Function and entry one line; under
+    FUSEGRAD_DEBUG=3 compile_program shows both modules in full)."""
     prefix = f"kir{next(_COUNT)}"
     loops = [sum(isinstance(s, Loop) for s in walk(g)) for g in program.groups]
     hot, budget = set(), HOT_LOOPS if hot_loops is None else hot_loops
@@ -70,11 +72,12 @@ def source(program, data_offset: int, hot_loops: int | None = None, quick=None,
         hot.add(g)
         budget -= loops[g]
     names, texts = itertools.count(), {True: [], False: []}
+    shown: dict = {True: [], False: []}     # what .source shows of each module: its parts,
+    lines: dict = {True: [], False: []}     # and a line for each function it does not show
     entries, hot_names, count = [], [], itertools.count()
     for name, fn in program.functions.items():       # at O2, called from either module
-        definition, declaration = render.scalar_function(name, fn)
-        texts[True].append(definition)
-        texts[False].append(declaration)
+        texts[True].append(render.scalar_function(name, fn)[0])
+        lines[True].append(render.summary(name, fn))
         hot_names.append(name)
     for gs in (s for s in steps(program) if isinstance(s, list)):
         parts: list = []                 # (is hot, [group indices], lines)
@@ -91,15 +94,38 @@ def source(program, data_offset: int, hot_loops: int | None = None, quick=None,
             called.append(name)
             texts[is_hot].append(render.function(name, [program.groups[g] for g in part],
                                                  names, data_offset, internal=not is_hot))
+            shown[is_hot].append(texts[is_hot][-1])
             if is_hot:
                 texts[False].append(f"declare i64 @{name}(ptr, ptr)")
                 hot_names.append(name)
         entries.append(f"{prefix}_entry{len(entries)}")
         texts[False].append(_entry(entries[-1], called, data_offset, quick, slots))
-    hot_text, cold_text = "\n\n".join(texts[True]), "\n\n".join(texts[False])
-    hot_text = "\n".join([*render.declarations(hot_text), hot_text])
-    cold_text = "\n".join([*render.declarations(cold_text), cold_text])
-    return hot_text, cold_text, hot_names, entries
+        lines[False].append(f"; @{entries[-1]}: calls " + ", ".join(f"@{c}" for c in called)
+                            + " in order, returning the first error number one returns")
+    hot_text, cold_text, shown_text = _modules(program, hot, texts, (lines, shown), data_offset)
+    return hot_text, cold_text, hot_names, entries, shown_text
+
+
+def _modules(program, hot: set, texts: dict, shown: tuple, data_offset: int) -> tuple:
+    """(hot text, cold text, the text shown): each module's declarations (only what its
+    statements call: a query on the nodes) and its texts, render.data_function in each module
+    that has parts."""
+    functions = program.functions
+    groups = {True: [program.groups[g] for g in sorted(hot)],
+              False: [program.groups[g] for s in steps(program) if isinstance(s, list)
+                      for g in s if g not in hot]}
+    full, visible = {}, {}
+    for module in (True, False):
+        data = [render.data_function(data_offset)] if groups[module] else []
+        bodies = [fn.body for fn in functions.values()] if module else []
+        declared = render.declarations(groups[module] + bodies, functions, defined=module)
+        full[module] = "\n".join([*declared, "\n\n".join([*data, *texts[module]])])
+        declared = render.declarations(groups[module], functions, defined=module)
+        summary = [render.summary(render.DATA, None)] if data else []
+        visible[module] = "\n".join(x for x in [*declared, *summary, *shown[0][module],
+                                                "\n\n".join(shown[1][module])] if x)
+    hot_part = f"\n; the longest loops, optimized:\n{visible[True]}" if texts[True] else ""
+    return full[True], full[False], visible[False] + hot_part
 
 
 def _entry(name: str, parts: list, data_offset: int, quick=None, slots: int = 0) -> str:
@@ -223,7 +249,8 @@ def compile_program(program, plan, data_offset: int, compile_fn=None):
     threaded = any(isinstance(s, Loop) and s.parallel for g in program.groups for s in walk(g))
     quick = _quick_of(program, plan, split, threaded)
     slots = 1 + len(plan.fn.params) + len(plan.fn.results) + len(plan.consts)
-    hot, cold, hot_names, entry_names = source(program, data_offset, quick=quick, slots=slots)
+    hot, cold, hot_names, entry_names, shown = source(program, data_offset, quick=quick,
+                                                        slots=slots)
     if hot_names:
         for name, address in zip(hot_names, machine_code(hot, hot_names, 2)):
             llvm.add_symbol(name, address)
@@ -238,9 +265,10 @@ def compile_program(program, plan, data_offset: int, compile_fn=None):
         else:
             calls.append(host.step(s, compile_fn))
             hosts.append(f"; host step {s.op.prim} at {s.op.loc or '?'} between compiled parts")
+    if os.environ.get("FUSEGRAD_DEBUG", "") >= "3":      # every function in full
+        shown = cold + (f"\n; the longest loops, optimized:\n{hot}" if hot_names else "")
     text = (f"; fusegrad: @{program.name} as kernel IR (codegen/kernel_ir)\n"
-            + "".join(line + "\n" for line in hosts) + cold
-            + (f"\n; the longest loops, optimized:\n{hot}" if hot_names else ""))
+            + "".join(line + "\n" for line in hosts) + shown)
     run = runner(calls, plan, program.errors, threaded, quick)
     run.compiled = {k: v for c in calls for k, v in getattr(c, "compiled", {}).items()}
     return run, text
