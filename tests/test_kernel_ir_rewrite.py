@@ -1,22 +1,22 @@
 """The kernel IR's rewrites of itself (codegen/kernel_ir/rewrite.py), at the kernel-IR level:
 build a Program, rewrite it, check its structure and its first call (poison on) against the
 interpreter; the order a sum is folded in lanes, bit for bit; the same bits for a parallel
-loop run on OpenBLAS's threads, on one thread, and serially (the runner's say, status[1],
-forced on: it is off while the machine has no idle core); FUSEGRAD_KERNEL_IR=all."""
+loop run in chunks on threads.py's workers, on the caller alone, and not split at all; the
+first error of a parallel loop that raises; FUSEGRAD_KERNEL_IR=all."""
 
-import ctypes
+import contextlib
 
 import numpy as np
 import pytest
 
 import fusegrad as fg
-from fusegrad.codegen import blas, pool
 from fusegrad.codegen.kernel_ir.jit import DATA_OFFSET
 from fusegrad.codegen.choose import choose
 from fusegrad.codegen.kernel_ir import Plan, build, compile_kernel_ir
 from fusegrad.codegen.kernel_ir.nodes import Alu, Load, Loop, Raise, Set, Store, walk
 from fusegrad.codegen.kernel_ir.rewrite import LANES, apart, optimize
 from fusegrad.codegen.kernel_ir.run import compile_program
+from fusegrad.codegen.kernel_ir.threads import pool
 from fusegrad.ir import Builder, TensorType
 from fusegrad.runtime.interpreter import eval_function
 from fusegrad.testing import assert_backends_agree
@@ -137,42 +137,67 @@ def test_only_loops_whose_iterations_write_apart_are_parallel():
     fn = b.build([b.add1("scatter_add", [i, v], {"axis": 0, "shape": (9,)})])
     program, _ = build(fn, Plan(fn))
     optimize(program)
-    for s in program.groups[0]:
-        if isinstance(s, Loop):
+    loops = [s for s in program.groups[0] if isinstance(s, Loop)]
+    checks = [s for s in loops if any(isinstance(t, Raise) for t in walk(s.body))]
+    assert checks and all(s.parallel for s in checks)        # the bounds check: it only reads
+    for s in loops:                                          # the scatter: stores anywhere
+        if s not in checks:
             assert not s.parallel and (not apart(s) or s.extent == 9)
-    assert any(isinstance(s, Raise) for s in walk(program.groups[0]))
 
 
-def _set_blas_threads():
-    lib = ctypes.CDLL(blas.LIBRARY) if blas.LIBRARY else None
-    return next((getattr(lib, n) for n in ("scipy_openblas_set_num_threads64_",
-                                          "openblas_set_num_threads64_",
-                                          "openblas_set_num_threads") if hasattr(lib, n)), None)
+@pytest.fixture
+def many_chunks(monkeypatch):
+    """Parallel loops from 64 loads and stores, in chunks of about 16."""
+    monkeypatch.setattr("fusegrad.codegen.kernel_ir.rewrite.PARALLEL_WORK", 64)
+    monkeypatch.setattr("fusegrad.codegen.kernel_ir.llvm.CHUNK_VISITS", 16)
+
+
+@contextlib.contextmanager
+def workers(n):
+    """threads.py's pool with n workers taking chunks (0: the caller runs them all)."""
+    pool().start()
+    pool().set(n, 0)
+    try:
+        yield
+    finally:
+        pool().set(len(pool().threads), 0)
 
 
 @pytest.mark.parametrize("dtype", ["f64", "f32"])
-def test_threads_give_the_serial_bits(dtype, monkeypatch):
-    monkeypatch.setattr("fusegrad.codegen.kernel_ir.run.idle_core", lambda: True)
-    fn = reduce_fn((600, 511), (1,), dtype)
-    x = sample(dtype, (600, 511))
+def test_threads_give_the_serial_bits(dtype, many_chunks):
+    fn = reduce_fn((300, 37), (1,), dtype)                  # tanh, and its rows' sums
+    x = sample(dtype, (300, 37))
     threaded, serial = rewritten(fn), rewritten(fn, threads=False)
-    assert any(isinstance(s, Loop) and s.parallel for g in threaded[0].groups for s in g)
+    extents = [s.extent for g in threaded[0].groups for s in g
+               if isinstance(s, Loop) and s.parallel]
+    assert extents[0] == 300 * 37 and 300 in extents       # tanh's loop, and the rows'
+    assert not any(isinstance(s, Loop) and s.parallel for g in serial[0].groups for s in g)
     compiled = compile_program(*threaded, DATA_OFFSET)
+    assert "@fusegrad_threads_run(" in compiled[1]
     want = run(*serial, [x])
-    if pool.AVAILABLE:
-        assert "@fusegrad_pool_split(" in compiled[1]
-    got = compiled[0]([x])
-    assert all(g.tobytes() == w.tobytes() for g, w in zip(got, want))
-    setter = _set_blas_threads()
-    if pool.AVAILABLE and setter is not None:
-        before = pool._threads_function(ctypes.CDLL(blas.LIBRARY))()
-        setter(1)
-        try:
-            got = compiled[0]([x])
-        finally:
-            setter(before)
-        assert all(g.tobytes() == w.tobytes() for g, w in zip(got, want))
+    for n in (len(pool().threads), 0, 1):
+        with workers(n):
+            for _ in range(3):
+                got = compiled[0]([x])
+                assert all(g.tobytes() == w.tobytes() for g, w in zip(got, want))
     agrees(fn, [x], got)
+
+
+def test_a_parallel_loop_that_raises_raises_the_first_error_and_where(many_chunks):
+    def pick(table, idx):
+        return np.sum(table[idx] * 2.0)
+    table, idx = RNG.standard_normal(50), RNG.integers(0, 50, 3000)
+    idx[2100], idx[2900] = 51, -60                 # in later chunks: the first one is quoted
+    jitted = fg.jit(pick)
+    lowered = jitted.lower(table, idx)
+    assert "@fusegrad_threads_run(" in lowered.source
+    for n in (len(pool().threads), 0):
+        with workers(n):
+            with pytest.raises(IndexError, match=r"index 51 is out of bounds for axis 0 with "
+                                                 r"size 50 \(at test_kernel_ir_rewrite.py:\d+\)"):
+                jitted(table, idx)
+    idx[2100], idx[2900] = 3, -6
+    np.testing.assert_allclose(jitted(table, idx), np.sum(table[idx] * 2.0), rtol=1e-12)
 
 
 def test_kernel_ir_takes_f64_programs_and_all_takes_short_ones(monkeypatch):

@@ -11,8 +11,9 @@
                 instead, whose order depends on the vector width LLVM picks);
     parallel    a top-level loop of at least PARALLEL_WORK loads and stores is marked
                 `parallel` when its iterations write apart (each store's address moves with
-                the loop's counter by more than the inner loops span, nothing raises, no Var
-                crosses iterations): any split of its range gives the same bits;
+                the loop's counter by more than the inner loops span, no Var crosses
+                iterations): any split of its range gives the same bits (a Raise in it: the
+                renderers run it again serially, so the first error is the serial one);
     unroll      a loop of at most UNROLL_EXTENT iterations whose unrolled body stays under
                 UNROLL_STATEMENTS statements becomes straight-line code (the counter a
                 constant in every address), as today's straight-line path writes small arrays.
@@ -42,7 +43,7 @@ def optimize(program, threads: bool = True):
         if program.hot[g] if program.hot else program.work[g] >= BIG:
             stmts = lanes(accumulate(stmts, names))
             if threads and program.work[g] >= PARALLEL_WORK:
-                mark_parallel(stmts)
+                mark_parallel(stmts, PARALLEL_WORK)
         else:
             stmts = unroll(stmts, UNROLL_EXTENT, UNROLL_STATEMENTS)
         program.groups[g] = stmts
@@ -264,7 +265,7 @@ def apart(loop) -> bool:
     seen_vars: set = set()
     stored: dict = {}
     for s in walk(loop.body):
-        if isinstance(s, (Raise, Gemm)):
+        if isinstance(s, Gemm):
             return False
         if isinstance(s, Get) and s.var not in seen_vars:
             return False                        # a Var set before the loop: carried across

@@ -8,11 +8,8 @@ themselves ([arena, params..., results..., constants...]) and an int64 status ce
 and returns 0 or the number of the error a Raise met; the runner raises it. Host steps
 (nodes.Host) split the program: each run of groups between them is an entry of its own, and
 the runner calls entries and host steps (host.py) in order on the same table of arrays.
-status[1] says whether parallel loops may use OpenBLAS's threads on this call: only while the
-machine's load (os.getloadavg, over the last minute) leaves a core idle. A fork-join waits
-for its slowest part, and a part queued behind another process's timeslice costs milliseconds
-(W5 ran 2.3x slower on threads than serially on this 2-core machine under a load of 8); the
-bits are the same either way.
+Parallel loops run by chunks on threads.py's workers, started on the first compile of a
+program that has one; the bits are the same on any number of threads.
 """
 
 from __future__ import annotations
@@ -20,7 +17,6 @@ from __future__ import annotations
 import ctypes
 import functools
 import itertools
-import os
 
 import numpy as np
 
@@ -126,8 +122,10 @@ def compile_program(program, plan, data_offset: int, compile_fn=None):
     text = (f"; fusegrad: @{program.name} as kernel IR (codegen/kernel_ir)\n"
             + "".join(line + "\n" for line in hosts) + cold
             + (f"\n; the longest loops, optimized:\n{hot}" if hot_names else ""))
-    threaded = any(isinstance(s, Loop) and s.parallel for g in program.groups for s in walk(g))
-    run = runner(calls, plan, program.errors, threaded)
+    if any(isinstance(s, Loop) and s.parallel for g in program.groups for s in walk(g)):
+        from .threads import pool
+        pool().start()
+    run = runner(calls, plan, program.errors)
     run.compiled = {k: v for c in calls for k, v in getattr(c, "compiled", {}).items()}
     return run, text
 
@@ -135,12 +133,7 @@ def compile_program(program, plan, data_offset: int, compile_fn=None):
 python_function = type(lambda: None)
 
 
-def idle_core() -> bool:
-    """Whether the last minute's load leaves a core to spare for a second thread."""
-    return os.getloadavg()[0] < (os.cpu_count() or 1) - 0.5
-
-
-def runner(calls, plan, errors, threaded=False):
+def runner(calls, plan, errors):
     """run(leaves): the compiled entries (ctypes functions of the table of array objects and
     the status cells) and Python steps (host steps, Numba entries: functions of the list of
     arrays and the status cells) called in order;
@@ -182,7 +175,7 @@ def runner(calls, plan, errors, threaded=False):
         if poison:
             arena.fill(0xFF)
         outs = [new(shape, np_dtype=dt) for shape, dt in results]
-        status = status_cells(0, threaded and idle_core())
+        status = status_cells()
         pointers = table(id(arena), *map(id, args), *map(id, outs), *consts)
         code = 0
         try:
