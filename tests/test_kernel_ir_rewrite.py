@@ -12,9 +12,11 @@ import pytest
 import fusegrad as fg
 from fusegrad.codegen.kernel_ir.jit import DATA_OFFSET
 from fusegrad.codegen.choose import choose
+from fusegrad.codegen.compile import load_module, njit_options, versions
 from fusegrad.codegen.kernel_ir import Plan, build, compile_kernel_ir
 from fusegrad.codegen.kernel_ir.nodes import Alu, Load, Loop, Raise, Set, Store, walk
-from fusegrad.codegen.kernel_ir.rewrite import LANES, apart, optimize
+from fusegrad.codegen.kernel_ir.partials import chunk_size
+from fusegrad.codegen.kernel_ir.rewrite import LANES, apart, optimize, visits
 from fusegrad.codegen.kernel_ir.run import compile_program
 from fusegrad.codegen.kernel_ir.threads import pool
 from fusegrad.ir import Builder, TensorType
@@ -46,7 +48,7 @@ def sample(dtype, shape):
 
 def rewritten(fn, threads=True):
     program, plan = build(fn, Plan(fn))
-    optimize(program, threads=threads)
+    optimize(program, threads=threads, plan=plan)
     return program, plan
 
 
@@ -149,7 +151,7 @@ def test_only_loops_whose_iterations_write_apart_are_parallel():
 def many_chunks(monkeypatch):
     """Parallel loops from 64 loads and stores, in chunks of about 16."""
     monkeypatch.setattr("fusegrad.codegen.kernel_ir.rewrite.PARALLEL_WORK", 64)
-    monkeypatch.setattr("fusegrad.codegen.kernel_ir.llvm.CHUNK_VISITS", 16)
+    monkeypatch.setattr("fusegrad.codegen.kernel_ir.partials.CHUNK_VISITS", 16)
 
 
 @contextlib.contextmanager
@@ -198,6 +200,62 @@ def test_a_parallel_loop_that_raises_raises_the_first_error_and_where(many_chunk
                 jitted(table, idx)
     idx[2100], idx[2900] = 3, -6
     np.testing.assert_allclose(jitted(table, idx), np.sum(table[idx] * 2.0), rtol=1e-12)
+
+
+def in_lanes(values, dtype, start=0):
+    """start + values in rewrite.lanes' order: lane l adds values l, l + width, ... (lane 0
+    from start, and the tail), then pairwise; a loop shorter than two blocks adds in order."""
+    width, zero = LANES[dtype], NP[dtype](0)
+    if len(values) < 2 * width:
+        total = NP[dtype](start)
+        for v in values:
+            total = total + v
+        return total
+    lanes, whole = [NP[dtype](start)] + [zero] * (width - 1), len(values) - len(values) % width
+    for i, v in enumerate(values):
+        lanes[i % width if i < whole else 0] = lanes[i % width if i < whole else 0] + v
+    while len(lanes) > 1:
+        lanes = [a + b for a, b in zip(lanes[::2], lanes[1::2])]
+    return lanes[0]
+
+
+@pytest.mark.parametrize("dtype,shape", [("f64", (3000,)), ("f32", (3000,)), ("f64", (60, 50))])
+def test_a_long_sum_adds_partial_sums_by_chunk_in_a_fixed_order(dtype, shape, many_chunks):
+    fn = reduce_fn(shape, tuple(range(len(shape))), dtype)
+    x = sample(dtype, shape)
+    threaded, serial = rewritten(fn), rewritten(fn, threads=False)
+    chunks = [s for s in threaded[0].groups[1] if isinstance(s, Loop) and s.parallel]
+    assert len(chunks) == 1 and not any(s.parallel for g in serial[0].groups for s in walk(g)
+                                        if isinstance(s, Loop))
+    want = run(*serial, [x])
+    compiled = compile_program(*threaded, DATA_OFFSET)[0]
+    for n in (len(pool().threads), 0):
+        with workers(n):
+            got = compiled([x])
+            assert all(g.tobytes() == w.tobytes() for g, w in zip(got, want))
+    e = got[1].reshape(-1)                          # tanh's values, as the kernel made them
+    plain = build(fn, Plan(fn))[0].groups[1]
+    size = chunk_size(next(s for s in plain if isinstance(s, Loop)), visits)
+    size *= 1 if len(shape) == 1 else shape[1]
+    partials = []
+    for k in range(0, e.size, size):
+        rows = [e[k:k + size]] if len(shape) == 1 else \
+            [e[r:r + shape[1]] for r in range(k, min(k + size, e.size), shape[1])]
+        partials.append(NP[dtype](0))
+        for row in rows:                            # a row's lane 0 goes on from the last
+            partials[-1] = in_lanes(row, dtype, partials[-1])
+    assert got[0].tobytes() == np.asarray(in_lanes(partials, dtype), NP[dtype]).tobytes()
+    agrees(fn, [x], got)
+
+
+def test_numbas_prange_runs_the_same_chunks_to_the_same_bits(many_chunks):
+    fn = reduce_fn((60, 50), (0, 1))
+    x = sample("f64", (60, 50))
+    through_numba, text = compile_kernel_ir(fn, renderer="numba",
+                                            cache=(load_module, njit_options, versions))
+    assert "prange(" in text
+    got, want = through_numba([x]), compile_kernel_ir(fn)[0]([x])
+    assert all(g.tobytes() == w.tobytes() for g, w in zip(got, want))
 
 
 def test_kernel_ir_takes_f64_programs_and_all_takes_short_ones(monkeypatch):

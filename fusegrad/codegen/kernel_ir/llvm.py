@@ -198,12 +198,10 @@ def _counted(part, s, start, stop, head, done):
     part.current = done
 
 
-CHUNK_VISITS = 1 << 14         # loads and stores a chunk of a parallel loop runs, about
-
-
 def _parallel(part, s):
     """The loop as a task `i64 (arrays, status, first, last)` running iterations first ..
     last - 1, its chunks taken by the caller and the workers (threads.py)."""
+    from . import partials
     from .rewrite import visits
     from .threads import pool
     pool()                                      # fusegrad_threads_run, known to LLVM
@@ -217,7 +215,7 @@ def _parallel(part, s):
     part.tasks += [*task.tasks, "\n".join([
         f"define internal i64 @{name}(ptr %arrays, ptr %status, i64 %first, i64 %last) "
         f"nounwind {{", "entry:", *_head(task, part.data_offset), *task.lines])]
-    chunk = max(1, -(-CHUNK_VISITS * s.extent // max(1, visits(s))))
+    chunk = max(1, -(-partials.CHUNK_VISITS * s.extent // max(1, visits(s))))
     code, ok = part.fresh("r"), part.fresh()
     bad, good = part.fresh("e")[1:], part.fresh("c")[1:]
     part.emit(f"{code} = call i64 @fusegrad_threads_run(ptr @{name}, ptr %arrays, "
