@@ -9,7 +9,8 @@ which cuts range(extent) into chunks of `chunk` iterations. The caller publishes
 the workers (one semaphore post each) and then takes chunks itself, as the workers do, from
 one shared counter (a compare-and-swap on `word`, the job's generation in its high 32 bits and
 the next chunk in its low 32): a worker the system has not scheduled yet takes nothing, its
-chunks go to whoever is running, and the caller waits only for chunks already taken. So a
+chunks go to whoever is running, and the caller waits only for chunks already taken (asleep
+on a second semaphore, which the thread finishing the last chunk posts). So a
 loaded machine costs at most the chunks a thread was preempted in, never the whole share of
 a thread that has not started (OpenBLAS's fork-join waited for every part; the kernel IR
 used threads only while os.getloadavg left a core idle). The iterations of a parallel loop
@@ -33,17 +34,33 @@ import atexit
 import ctypes
 import os
 import threading
+import time
 
 from .jit import machine_code
 
 _STATE = ("word", "task", "arrays", "extent", "chunk", "chunks", "done", "failed", "busy",
-          "stop", "workers")                # each on its own cache line
+          "stop", "workers", "sleepers", "waiting")                # each on its own cache line
 
+SPIN_NS = 200_000               # how long a thread waits awake for chunks, before sleeping
 _TEXT = "\n".join([
     *(f"@{name} = internal global i64 0, align 64" for name in _STATE),
     "@sem = internal global [64 x i8] zeroinitializer, align 64",
+    "@joined = internal global [64 x i8] zeroinitializer, align 64",
     "declare i32 @sem_wait(ptr)", "declare i32 @sem_post(ptr)",
-    "declare i32 @sem_getvalue(ptr, ptr)", "declare i32 @sched_yield()", """
+    "declare i32 @sem_getvalue(ptr, ptr)", "declare i32 @sched_yield()",
+    "declare i32 @clock_gettime(i32, ptr)", """
+define internal i64 @now() {
+entry:
+  %ts = alloca [2 x i64]
+  %r = call i32 @clock_gettime(i32 CLOCK, ptr %ts)
+  %sec = load i64, ptr %ts
+  %at = getelementptr i64, ptr %ts, i64 1
+  %ns = load i64, ptr %at
+  %big = mul i64 %sec, 1000000000
+  %t = add i64 %big, %ns
+  ret i64 %t
+}
+
 ; one chunk of the job in `word`, if one is left: 1 (look again) or 0 (none left)
 define internal i64 @take(ptr %cell) {
 entry:
@@ -76,6 +93,15 @@ fail:
   br label %finish
 finish:
   %d = atomicrmw add ptr @done, i64 1 seq_cst
+  %d1 = add i64 %d, 1
+  %last_one = icmp eq i64 %d1, %n
+  br i1 %last_one, label %final, label %again
+final:                                  ; the caller, if asleep, is told
+  %asleep = atomicrmw xchg ptr @waiting, i64 0 seq_cst
+  %tell = icmp ne i64 %asleep, 0
+  br i1 %tell, label %post, label %again
+post:
+  %p = call i32 @sem_post(ptr @joined)
   br label %again
 again:
   ret i64 1
@@ -83,27 +109,53 @@ none:
   ret i64 0
 }
 
-; a worker thread's life: sleep on the semaphore, take chunks while there are any
+; a worker thread's life: take chunks while there are any, look for more a while (SPIN_NS,
+; yielding), then sleep on the semaphore, counted in @sleepers
 define void @fusegrad_threads_worker() {
 entry:
   %cell = alloca i64
   br label %sleep
 sleep:
+  %s0 = atomicrmw add ptr @sleepers, i64 1 seq_cst
+  %early = call i64 @take(ptr %cell)
+  %found = icmp ne i64 %early, 0
+  br i1 %found, label %awake, label %block
+block:
   %s = call i32 @sem_wait(ptr @sem)
+  br label %awake
+awake:
+  %s1 = atomicrmw sub ptr @sleepers, i64 1 seq_cst
   %stop = load atomic i64, ptr @stop seq_cst, align 8
   %quit = icmp ne i64 %stop, 0
   br i1 %quit, label %out, label %work
 work:
   %more = call i64 @take(ptr %cell)
   %again = icmp ne i64 %more, 0
-  br i1 %again, label %work, label %sleep
+  br i1 %again, label %work, label %idle
+idle:
+  %t0 = call i64 @now()
+  %until = add i64 %t0, SPIN_NS
+  br label %spin
+spin:
+  %t = call i64 @now()
+  %long = icmp sgt i64 %t, %until
+  br i1 %long, label %sleep, label %poll
+poll:
+  %y = call i32 @sched_yield()
+  %w = load atomic i64, ptr @word seq_cst, align 8
+  %i = and i64 %w, 4294967295
+  %n = load atomic i64, ptr @chunks seq_cst, align 8
+  %left = icmp ult i64 %i, %n
+  br i1 %left, label %work, label %spin
 out:
   ret void
 }
 
-define ptr @fusegrad_threads_sem() {
+define ptr @fusegrad_threads_sem(i64 %k) {
 entry:
-  ret ptr @sem
+  %first = icmp eq i64 %k, 0
+  %sem = select i1 %first, ptr @sem, ptr @joined
+  ret ptr %sem
 }
 
 ; the pool's say from Python: how many workers take chunks, whether they should leave
@@ -150,7 +202,8 @@ publish:
   %gv = call i32 @sem_getvalue(ptr @sem, ptr %value)
   %v = load i32, ptr %value
   %v64 = sext i32 %v to i64
-  %want = sub i64 %nw, %v64
+  %asleep = load atomic i64, ptr @sleepers seq_cst, align 8
+  %want = sub i64 %asleep, %v64
   %n1 = add i64 %n, -1
   %fewer = icmp slt i64 %n1, %want
   %posts = select i1 %fewer, i64 %n1, i64 %want
@@ -166,13 +219,32 @@ help:
   %more = call i64 @take(ptr %cell)
   %again = icmp ne i64 %more, 0
   br i1 %again, label %help, label %wait
-wait:
+wait:                                   ; chunks others took: yield a while
+  %since = call i64 @now()
+  %deadline = add i64 %since, SPIN_NS
+  br label %check
+check:
   %d = load atomic i64, ptr @done seq_cst, align 8
   %all = icmp uge i64 %d, %n
   br i1 %all, label %joined, label %yield
 yield:
   %y = call i32 @sched_yield()
-  br label %wait
+  %now = call i64 @now()
+  %long = icmp sgt i64 %now, %deadline
+  br i1 %long, label %doze, label %check
+doze:                                   ; then sleep until the last chunk's thread posts
+  store atomic i64 1, ptr @waiting seq_cst, align 8
+  %d2 = load atomic i64, ptr @done seq_cst, align 8
+  %all2 = icmp uge i64 %d2, %n
+  br i1 %all2, label %undo, label %sleep
+undo:                                   ; all done meanwhile: a post only if one was promised
+  %was = atomicrmw xchg ptr @waiting, i64 0 seq_cst
+  %promised = icmp eq i64 %was, 0
+  br i1 %promised, label %sleep, label %joined
+sleep:
+  %j = call i32 @sem_wait(ptr @joined)
+  %woke = icmp eq i32 %j, 0
+  br i1 %woke, label %joined, label %sleep
 joined:
   %f = load atomic i64, ptr @failed seq_cst, align 8
   store atomic i64 0, ptr @busy seq_cst, align 8
@@ -216,13 +288,17 @@ class _Pool:
         self.started = False
         names = ["fusegrad_threads_worker", "fusegrad_threads_run", "fusegrad_threads_sem",
                  "fusegrad_threads_set"]
-        worker, run_address, sem, say = machine_code(_TEXT, names, 2)
+        text = _TEXT.replace("SPIN_NS", str(SPIN_NS)).replace("CLOCK",
+                                                              str(time.CLOCK_MONOTONIC))
+        worker, run_address, sem, say = machine_code(text, names, 2)
         self.worker = ctypes.CFUNCTYPE(None)(worker)
         self.set = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64)(say)
         llvm.add_symbol("fusegrad_threads_run", run_address)
-        self.sem = ctypes.CFUNCTYPE(ctypes.c_void_p)(sem)()
+        sems = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int64)(sem)
+        self.sem = sems(0)
         libc = ctypes.CDLL(None)
-        libc.sem_init(ctypes.c_void_p(self.sem), 0, 0)
+        for k in (0, 1):
+            libc.sem_init(ctypes.c_void_p(sems(k)), 0, 0)
         self.sem_post = libc.sem_post
 
     def start(self):
