@@ -5,6 +5,8 @@ loop run in chunks on threads.py's workers, on the caller alone, and not split a
 first error of a parallel loop that raises; FUSEGRAD_KERNEL_IR=all."""
 
 import contextlib
+import os
+import threading
 
 import numpy as np
 import pytest
@@ -18,7 +20,7 @@ from fusegrad.codegen.kernel_ir.nodes import Alu, Load, Loop, Raise, Set, Store,
 from fusegrad.codegen.kernel_ir.partials import chunk_size
 from fusegrad.codegen.kernel_ir.rewrite import LANES, apart, optimize, visits
 from fusegrad.codegen.kernel_ir.run import compile_program
-from fusegrad.codegen.kernel_ir.threads import pool
+from fusegrad.codegen.kernel_ir.threads import _workers, pool
 from fusegrad.ir import Builder, TensorType
 from fusegrad.runtime.interpreter import eval_function
 from fusegrad.testing import assert_backends_agree
@@ -183,6 +185,34 @@ def test_threads_give_the_serial_bits(dtype, many_chunks):
                 got = compiled[0]([x])
                 assert all(g.tobytes() == w.tobytes() for g, w in zip(got, want))
     agrees(fn, [x], got)
+
+
+def test_two_callers_and_a_forked_child_get_the_same_bits(many_chunks):
+    fn = reduce_fn((300, 37), (0, 1))
+    x = sample("f64", (300, 37))
+    compiled = compile_program(*rewritten(fn), DATA_OFFSET)[0]
+    want = [w.tobytes() for w in run(*rewritten(fn, threads=False), [x])]
+    got: list = []
+    callers = [threading.Thread(target=lambda: got.extend(
+        [g.tobytes() for g in compiled([x])] for _ in range(20))) for _ in range(2)]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join()
+    assert got == [want] * 40
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:                                  # the child: its own workers, or none
+        try:
+            same = all([g.tobytes() for g in compiled([x])] == want for _ in range(5))
+            again = compile_program(*rewritten(fn), DATA_OFFSET)[0]
+            same = same and [g.tobytes() for g in again([x])] == want
+            os.write(write, b"1" if same and len(pool().threads) == _workers() else b"0")
+        finally:
+            os._exit(0)
+    os.close(write)
+    assert os.read(read, 1) == b"1"
+    assert os.waitpid(child, 0)[1] == 0
 
 
 def test_a_parallel_loop_that_raises_raises_the_first_error_and_where(many_chunks):

@@ -20,12 +20,13 @@ A task that meets a Raise returns its error number; the job is then run again se
 the first chunk on the caller's status, so the error (and the value it quotes) is the first one
 the serial loop meets. The pool runs one job at a time: a second caller (another Python
 thread) finding it busy runs its loop serially, as does every caller when there are no
-workers (one core, FUSEGRAD_THREADS=1, or a forked child, whose workers did not come along).
+workers (one core, FUSEGRAD_THREADS=1, or a forked child before it compiles a program with a
+parallel loop, which starts the child's own).
 
-The pool is WORKERS threads (the usable cores less one), started once, on the first compile of
-a program with a parallel loop: each a Python thread that calls the worker loop through ctypes
-(which releases the GIL), sleeping on the semaphore between jobs; an atexit hook stops and
-joins them. Nothing is process-wide but the pool itself.
+The pool is the usable cores less one threads (FUSEGRAD_THREADS less one), started once, on
+the first compile of a program with a parallel loop: each a Python thread that calls the
+worker loop through ctypes (which releases the GIL), awake SPIN_NS after a job, then asleep on
+the semaphore; an atexit hook stops and joins them. Nothing is process-wide but the pool.
 """
 
 from __future__ import annotations
@@ -166,6 +167,20 @@ entry:
   ret void
 }
 
+; in a forked child, the one thread left: no job, no workers, nobody asleep
+define void @fusegrad_threads_forked() {
+entry:
+  store atomic i64 0, ptr @busy seq_cst, align 8
+  store atomic i64 0, ptr @sleepers seq_cst, align 8
+  store atomic i64 0, ptr @waiting seq_cst, align 8
+  store atomic i64 0, ptr @workers seq_cst, align 8
+  store atomic i64 0, ptr @stop seq_cst, align 8
+  store atomic i64 0, ptr @done seq_cst, align 8
+  store atomic i64 0, ptr @failed seq_cst, align 8
+  store atomic i64 0, ptr @chunks seq_cst, align 8
+  ret void
+}
+
 define i64 @fusegrad_threads_run(ptr %task, ptr %arrays, ptr %status, i64 %extent, i64 %chunk) {
 entry:
   %cell = alloca i64
@@ -287,22 +302,30 @@ class _Pool:
         self.threads: list = []
         self.started = False
         names = ["fusegrad_threads_worker", "fusegrad_threads_run", "fusegrad_threads_sem",
-                 "fusegrad_threads_set"]
+                 "fusegrad_threads_set", "fusegrad_threads_forked"]
         text = _TEXT.replace("SPIN_NS", str(SPIN_NS)).replace("CLOCK",
                                                               str(time.CLOCK_MONOTONIC))
-        worker, run_address, sem, say = machine_code(text, names, 2)
+        worker, run_address, sem, say, forked = machine_code(text, names, 2)
+        self.forked = ctypes.CFUNCTYPE(None)(forked)
         self.worker = ctypes.CFUNCTYPE(None)(worker)
         self.set = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64)(say)
         llvm.add_symbol("fusegrad_threads_run", run_address)
         sems = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int64)(sem)
-        self.sem = sems(0)
-        libc = ctypes.CDLL(None)
-        for k in (0, 1):
-            libc.sem_init(ctypes.c_void_p(sems(k)), 0, 0)
-        self.sem_post = libc.sem_post
+        self.sems = [sems(0), sems(1)]
+        self.libc = ctypes.CDLL(None)
+        for sem in self.sems:
+            self.libc.sem_init(ctypes.c_void_p(sem), 0, 0)
+        os.register_at_fork(after_in_child=self.after_fork)
+
+    def after_fork(self):
+        """In a forked child: no workers (the next compile of a parallel loop starts them)."""
+        self.forked()
+        for sem in self.sems:
+            self.libc.sem_init(ctypes.c_void_p(sem), 0, 0)
+        self.lock, self.threads, self.started = threading.Lock(), [], False
 
     def start(self):
-        """Start the workers once (a forked child starts none: its loops run serially)."""
+        """Start the workers, once per process."""
         with self.lock:
             if self.started:
                 return
@@ -323,7 +346,7 @@ class _Pool:
             return
         self.set(0, 1)
         for _ in self.threads:
-            self.sem_post(ctypes.c_void_p(self.sem))
+            self.libc.sem_post(ctypes.c_void_p(self.sems[0]))
         for t in self.threads:
             t.join(timeout=5)
         self.threads = []
