@@ -173,7 +173,8 @@ def _store(part, s):
 
 
 def _loop(part, s):
-    if s.parallel:
+    from .threads import available
+    if s.parallel and available():
         _parallel(part, s)
         return
     before, head, done = part.current, part.fresh("h")[1:], part.fresh("x")[1:]
@@ -203,8 +204,6 @@ def _parallel(part, s):
     last - 1, its chunks taken by the caller and the workers (threads.py)."""
     from . import partials
     from .rewrite import visits
-    from .threads import pool
-    pool()                                      # fusegrad_threads_run, known to LLVM
     name = f"{part.name}_task{next(part.names)}"
     task = Part(part.names, name, part.data_offset)
     head, done = task.fresh("h")[1:], task.fresh("x")[1:]

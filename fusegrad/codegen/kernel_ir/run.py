@@ -122,8 +122,9 @@ def compile_program(program, plan, data_offset: int, compile_fn=None):
     text = (f"; fusegrad: @{program.name} as kernel IR (codegen/kernel_ir)\n"
             + "".join(line + "\n" for line in hosts) + cold
             + (f"\n; the longest loops, optimized:\n{hot}" if hot_names else ""))
-    if any(isinstance(s, Loop) and s.parallel for g in program.groups for s in walk(g)):
-        from .threads import pool
+    from .threads import available, pool
+    if any(isinstance(s, Loop) and s.parallel for g in program.groups for s in walk(g)) and \
+            available():
         pool().start()
     run = runner(calls, plan, program.errors)
     run.compiled = {k: v for c in calls for k, v in getattr(c, "compiled", {}).items()}

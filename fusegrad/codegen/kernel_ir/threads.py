@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import functools
 import os
 import threading
 import time
@@ -289,7 +290,8 @@ def _workers() -> int:
     """Threads besides the caller: FUSEGRAD_THREADS less one if set, else the cores this
     process may use less one."""
     wanted = os.environ.get("FUSEGRAD_THREADS")
-    cores = int(wanted) if wanted else len(os.sched_getaffinity(0))
+    usable = getattr(os, "sched_getaffinity", None)
+    cores = int(wanted) if wanted else len(usable(0)) if usable else os.cpu_count() or 1
     return max(0, cores - 1)
 
 
@@ -313,8 +315,8 @@ class _Pool:
         sems = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_int64)(sem)
         self.sems = [sems(0), sems(1)]
         self.libc = ctypes.CDLL(None)
-        for sem in self.sems:
-            self.libc.sem_init(ctypes.c_void_p(sem), 0, 0)
+        if any(self.libc.sem_init(ctypes.c_void_p(sem), 0, 0) for sem in self.sems):
+            raise OSError("sem_init failed: no unnamed semaphores here")
         os.register_at_fork(after_in_child=self.after_fork)
 
     def after_fork(self):
@@ -364,3 +366,14 @@ def pool() -> _Pool:
         if _POOL is None:
             _POOL = _Pool()
         return _POOL
+
+
+@functools.cache
+def available() -> bool:
+    """Whether this process can have the pool (llvm.py renders parallel loops serially if
+    not: no unnamed semaphores, as on macOS)."""
+    try:
+        pool()
+    except OSError:
+        return False
+    return True
