@@ -7,6 +7,7 @@ first error of a parallel loop that raises; FUSEGRAD_KERNEL_IR=all."""
 import contextlib
 import os
 import threading
+import types
 
 import numpy as np
 import pytest
@@ -16,8 +17,9 @@ from fusegrad.codegen.kernel_ir.jit import DATA_OFFSET
 from fusegrad.codegen.choose import choose
 from fusegrad.codegen.compile import load_module, njit_options, versions
 from fusegrad.codegen.kernel_ir import Plan, build, compile_kernel_ir
-from fusegrad.codegen.kernel_ir.nodes import Alu, Load, Loop, Raise, Set, Store, walk
-from fusegrad.codegen.kernel_ir.partials import chunk_size
+from fusegrad.codegen.kernel_ir.nodes import (Alu, Buffer, Index, Load, Loop, Raise, Reg, Set,
+                                              Store, walk)
+from fusegrad.codegen.kernel_ir.partials import chunk_size, chunk_sums
 from fusegrad.codegen.kernel_ir.rewrite import LANES, apart, optimize, visits
 from fusegrad.codegen.kernel_ir.run import compile_program
 from fusegrad.codegen.kernel_ir.threads import _workers, pool
@@ -276,6 +278,19 @@ def test_a_long_sum_adds_partial_sums_by_chunk_in_a_fixed_order(dtype, shape, ma
             partials[-1] = in_lanes(row, dtype, partials[-1])
     assert got[0].tobytes() == np.asarray(in_lanes(partials, dtype), NP[dtype]).tobytes()
     agrees(fn, [x], got)
+
+
+def test_a_running_sum_someone_reads_is_not_cut_into_chunks():
+    i, x, acc, total = (Reg(n, d) for n, d in (("%i", "i64"), ("%x", "f64"), ("%a", "f64"),
+                                                ("%t", "f64")))
+    dst, src, out = Buffer(1, 0, "f64"), Buffer(2, 0, "f64"), Buffer(3, 0, "f64")
+    body = [Load(x, src, Index(0, ((i, 1),))), Load(acc, dst, Index()),
+            Alu(total, "add", (acc, x)), Store(dst, Index(), total)]
+    plan = types.SimpleNamespace(arena=0)
+    plain = [Loop(i, 1 << 20, body)]
+    assert len(chunk_sums(plain, plan, iter(range(9)), visits, apart)) > 1     # a sum: cut
+    shown = [Loop(i, 1 << 20, [*body, Store(out, Index(0, ((i, 1),)), total)])]
+    assert chunk_sums(shown, plan, iter(range(9)), visits, apart) == shown    # a cumsum: not
 
 
 def test_numbas_prange_runs_the_same_chunks_to_the_same_bits(many_chunks):

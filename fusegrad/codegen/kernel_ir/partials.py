@@ -77,11 +77,19 @@ def _sums(loop, apart) -> list:
         if len(loads) != 1 or loads[0].index != store.index or add is None or \
                 add.op != "add" or loads[0].out not in add.args or \
                 store.buf.dtype not in ("f32", "f64", "i64") or \
-                sum(loads[0].out in getattr(s, "args", ()) for s in walk(loop.body)) != 1:
-            return []                           # a carried element that is not a sum
+                _uses(loads[0].out, loop.body) != 1 or _uses(add.out, loop.body) != 1:
+            return []                           # a carried element that is not a sum alone
         sums.append((loads[0], store))
     skip = {_place(store.buf) for _, store in sums}
     return sums if sums and apart(loop, skip) else []
+
+
+def _uses(reg, stmts) -> int:
+    """How many statements read reg."""
+    return sum(reg in getattr(s, "args", ()) or reg in (getattr(s, "value", None),
+                                                        getattr(s, "cond", None))
+               or any(r == reg for r, _ in getattr(s, "index", Index()).terms)
+               for s in walk(stmts))
 
 
 def _redirect(stmts, moved: dict) -> list:
