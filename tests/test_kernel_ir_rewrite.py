@@ -20,7 +20,7 @@ from fusegrad.codegen.kernel_ir import Plan, build, compile_kernel_ir
 from fusegrad.codegen.kernel_ir.nodes import (Alu, Buffer, Index, Load, Loop, Raise, Reg, Set,
                                               Store, walk)
 from fusegrad.codegen.kernel_ir.partials import chunk_size, chunk_sums
-from fusegrad.codegen.kernel_ir.rewrite import LANES, apart, optimize, visits
+from fusegrad.codegen.kernel_ir.rewrite import LANES, apart, copy, optimize, visits
 from fusegrad.codegen.kernel_ir.run import compile_program
 from fusegrad.codegen.kernel_ir.threads import _workers, pool
 from fusegrad.ir import Builder, TensorType
@@ -288,9 +288,9 @@ def test_a_running_sum_someone_reads_is_not_cut_into_chunks():
             Alu(total, "add", (acc, x)), Store(dst, Index(), total)]
     plan = types.SimpleNamespace(arena=0)
     plain = [Loop(i, 1 << 20, body)]
-    assert len(chunk_sums(plain, plan, iter(range(9)), visits, apart)) > 1     # a sum: cut
+    assert len(chunk_sums(plain, plan, iter(range(9)), visits, apart, copy)) > 1     # a sum: cut
     shown = [Loop(i, 1 << 20, [*body, Store(out, Index(0, ((i, 1),)), total)])]
-    assert chunk_sums(shown, plan, iter(range(9)), visits, apart) == shown    # a cumsum: not
+    assert chunk_sums(shown, plan, iter(range(9)), visits, apart, copy) == shown    # a cumsum: not
 
 
 def test_numbas_prange_runs_the_same_chunks_to_the_same_bits(many_chunks):

@@ -25,9 +25,10 @@ CHUNK_VISITS = 1 << 14          # loads and stores a chunk runs, about (llvm.py'
 _ALIGN = 64
 
 
-def chunk_sums(stmts, plan, names, visits, apart) -> list:
+def chunk_sums(stmts, plan, names, visits, apart, copy) -> list:
     """stmts with each top-level loop of sums (and nothing else that crosses iterations) cut
-    into chunks of partial sums, slots taken from the end of plan's arena."""
+    into chunks of partial sums, slots taken from the end of plan's arena (visits, apart and
+    copy: rewrite.py's)."""
     out = []
     for s in stmts:
         sums = _sums(s, apart) if isinstance(s, Loop) else None
@@ -38,7 +39,7 @@ def chunk_sums(stmts, plan, names, visits, apart) -> list:
         if size >= s.extent:
             out.append(s)
             continue
-        out += _chunked(s, sums, size, plan, next(names))
+        out += _chunked(s, sums, size, plan, next(names), copy)
     return out
 
 
@@ -106,8 +107,7 @@ def _redirect(stmts, moved: dict) -> list:
     return out
 
 
-def _chunked(loop, sums, size, plan, tag) -> list:
-    from .rewrite import copy
+def _chunked(loop, sums, size, plan, tag, copy) -> list:
     full, rest = divmod(loop.extent, size)
     chunks = full + bool(rest)
     c, j = Reg(f"%c{tag}", "i64"), Reg(f"%j{tag}", "i64")

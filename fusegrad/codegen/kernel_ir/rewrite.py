@@ -44,7 +44,7 @@ def optimize(program, threads: bool = True, plan=None):
     for g, stmts in enumerate(program.groups):
         if program.hot[g] if program.hot else program.work[g] >= BIG:
             if plan is not None and program.work[g] >= PARALLEL_WORK:
-                stmts = chunk_sums(stmts, plan, names, visits, apart)
+                stmts = chunk_sums(stmts, plan, names, visits, apart, copy)
             stmts = lanes(accumulate(stmts, names))
             if threads and program.work[g] >= PARALLEL_WORK:
                 mark_parallel(stmts, PARALLEL_WORK)
