@@ -290,9 +290,13 @@ def _workers() -> int:
     """Threads besides the caller: FUSEGRAD_THREADS less one if set, else the cores this
     process may use less one."""
     wanted = os.environ.get("FUSEGRAD_THREADS")
+    if wanted:
+        if not wanted.isdigit() or int(wanted) < 1:
+            raise ValueError(f"FUSEGRAD_THREADS={wanted!r}: expected a whole number of threads "
+                             f"(the caller included), at least 1")
+        return int(wanted) - 1
     usable = getattr(os, "sched_getaffinity", None)
-    cores = int(wanted) if wanted else len(usable(0)) if usable else os.cpu_count() or 1
-    return max(0, cores - 1)
+    return max(0, (len(usable(0)) if usable else os.cpu_count() or 1) - 1)
 
 
 class _Pool:
