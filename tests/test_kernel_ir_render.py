@@ -285,9 +285,15 @@ def test_the_numba_table_spells_each_op_with_its_llvm_meaning():
 
 def test_a_parallel_loop_is_a_prange():
     program = tiny_program()
-    program.groups[0][1].parallel = True
-    text = numba_render.source(program, [list(range(len(program.groups)))], 3, lambda kind, parallel: {"parallel": parallel})
-    assert "for i in prange(4):" in text and "@njit(parallel=True)" in text
+    loop = program.groups[0][1]
+    loop.parallel = True
+
+    def text():
+        return numba_render.source(program, [list(range(len(program.groups)))], 3,
+                                   lambda kind, parallel: {"parallel": parallel})
+    assert "for i in range(4):" in text() and "@njit(parallel=False)" in text()  # it returns
+    loop.body = [s for s in loop.body if not isinstance(s, Raise)]
+    assert "for i in prange(4):" in text() and "@njit(parallel=True)" in text()
 
 
 def test_the_renderer_is_chosen_in_one_place_and_says_why(monkeypatch):

@@ -1,22 +1,28 @@
 """The kernel IR's rewrites of itself (codegen/kernel_ir/rewrite.py), at the kernel-IR level:
 build a Program, rewrite it, check its structure and its first call (poison on) against the
 interpreter; the order a sum is folded in lanes, bit for bit; the same bits for a parallel
-loop run on OpenBLAS's threads, on one thread, and serially (the runner's say, status[1],
-forced on: it is off while the machine has no idle core); FUSEGRAD_KERNEL_IR=all."""
+loop run in chunks on threads.py's workers, on the caller alone, and not split at all; the
+first error of a parallel loop that raises; FUSEGRAD_KERNEL_IR=all."""
 
-import ctypes
+import contextlib
+import os
+import threading
+import types
 
 import numpy as np
 import pytest
 
 import fusegrad as fg
-from fusegrad.codegen import blas, pool
 from fusegrad.codegen.kernel_ir.jit import DATA_OFFSET
 from fusegrad.codegen.choose import choose
+from fusegrad.codegen.compile import load_module, njit_options, versions
 from fusegrad.codegen.kernel_ir import Plan, build, compile_kernel_ir
-from fusegrad.codegen.kernel_ir.nodes import Alu, Load, Loop, Raise, Set, Store, walk
-from fusegrad.codegen.kernel_ir.rewrite import LANES, apart, optimize
+from fusegrad.codegen.kernel_ir.nodes import (Alu, Buffer, Index, Load, Loop, Raise, Reg, Set,
+                                              Store, walk)
+from fusegrad.codegen.kernel_ir.partials import chunk_size, chunk_sums
+from fusegrad.codegen.kernel_ir.rewrite import LANES, apart, copy, optimize, visits
 from fusegrad.codegen.kernel_ir.run import compile_program
+from fusegrad.codegen.kernel_ir.threads import _workers, pool
 from fusegrad.ir import Builder, TensorType
 from fusegrad.runtime.interpreter import eval_function
 from fusegrad.testing import assert_backends_agree
@@ -46,7 +52,7 @@ def sample(dtype, shape):
 
 def rewritten(fn, threads=True):
     program, plan = build(fn, Plan(fn))
-    optimize(program, threads=threads)
+    optimize(program, threads=threads, plan=plan)
     return program, plan
 
 
@@ -141,42 +147,164 @@ def test_only_loops_whose_iterations_write_apart_are_parallel():
     fn = b.build([b.add1("scatter_add", [i, v], {"axis": 0, "shape": (9,)})])
     program, _ = build(fn, Plan(fn))
     optimize(program)
-    for s in program.groups[0]:
-        if isinstance(s, Loop):
+    loops = [s for s in program.groups[0] if isinstance(s, Loop)]
+    checks = [s for s in loops if any(isinstance(t, Raise) for t in walk(s.body))]
+    assert checks and all(s.parallel for s in checks)        # the bounds check: it only reads
+    for s in loops:                                          # the scatter: stores anywhere
+        if s not in checks:
             assert not s.parallel and (not apart(s) or s.extent == 9)
-    assert any(isinstance(s, Raise) for s in walk(program.groups[0]))
 
 
-def _set_blas_threads():
-    lib = ctypes.CDLL(blas.LIBRARY) if blas.LIBRARY else None
-    return next((getattr(lib, n) for n in ("scipy_openblas_set_num_threads64_",
-                                          "openblas_set_num_threads64_",
-                                          "openblas_set_num_threads") if hasattr(lib, n)), None)
+@pytest.fixture
+def many_chunks(monkeypatch):
+    """Parallel loops from 64 loads and stores, in chunks of about 16."""
+    monkeypatch.setattr("fusegrad.codegen.kernel_ir.rewrite.PARALLEL_WORK", 64)
+    monkeypatch.setattr("fusegrad.codegen.kernel_ir.partials.CHUNK_VISITS", 16)
+
+
+@contextlib.contextmanager
+def workers(n):
+    """threads.py's pool with n workers taking chunks (0: the caller runs them all)."""
+    pool().start()
+    pool().set(n, 0)
+    try:
+        yield
+    finally:
+        pool().set(len(pool().threads), 0)
 
 
 @pytest.mark.parametrize("dtype", ["f64", "f32"])
-def test_threads_give_the_serial_bits(dtype, monkeypatch):
-    monkeypatch.setattr("fusegrad.codegen.kernel_ir.run.idle_core", lambda: True)
-    fn = reduce_fn((600, 511), (1,), dtype)
-    x = sample(dtype, (600, 511))
+def test_threads_give_the_serial_bits(dtype, many_chunks):
+    fn = reduce_fn((300, 37), (1,), dtype)                  # tanh, and its rows' sums
+    x = sample(dtype, (300, 37))
     threaded, serial = rewritten(fn), rewritten(fn, threads=False)
-    assert any(isinstance(s, Loop) and s.parallel for g in threaded[0].groups for s in g)
+    extents = [s.extent for g in threaded[0].groups for s in g
+               if isinstance(s, Loop) and s.parallel]
+    assert extents[0] == 300 * 37 and 300 in extents       # tanh's loop, and the rows'
+    assert not any(isinstance(s, Loop) and s.parallel for g in serial[0].groups for s in g)
     compiled = compile_program(*threaded, DATA_OFFSET)
+    assert "@fusegrad_threads_run(" in compiled[1]
     want = run(*serial, [x])
-    if pool.AVAILABLE:
-        assert "@fusegrad_pool_split(" in compiled[1]
-    got = compiled[0]([x])
-    assert all(g.tobytes() == w.tobytes() for g, w in zip(got, want))
-    setter = _set_blas_threads()
-    if pool.AVAILABLE and setter is not None:
-        before = pool._threads_function(ctypes.CDLL(blas.LIBRARY))()
-        setter(1)
-        try:
-            got = compiled[0]([x])
-        finally:
-            setter(before)
-        assert all(g.tobytes() == w.tobytes() for g, w in zip(got, want))
+    for n in (len(pool().threads), 0, 1):
+        with workers(n):
+            for _ in range(3):
+                got = compiled[0]([x])
+                assert all(g.tobytes() == w.tobytes() for g, w in zip(got, want))
     agrees(fn, [x], got)
+
+
+def test_two_callers_and_a_forked_child_get_the_same_bits(many_chunks):
+    fn = reduce_fn((300, 37), (0, 1))
+    x = sample("f64", (300, 37))
+    compiled = compile_program(*rewritten(fn), DATA_OFFSET)[0]
+    want = [w.tobytes() for w in run(*rewritten(fn, threads=False), [x])]
+    got: list = []
+    callers = [threading.Thread(target=lambda: got.extend(
+        [g.tobytes() for g in compiled([x])] for _ in range(20))) for _ in range(2)]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join()
+    assert got == [want] * 40
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:                                  # the child: its own workers, or none
+        try:
+            same = all([g.tobytes() for g in compiled([x])] == want for _ in range(5))
+            again = compile_program(*rewritten(fn), DATA_OFFSET)[0]
+            same = same and [g.tobytes() for g in again([x])] == want
+            os.write(write, b"1" if same and len(pool().threads) == _workers() else b"0")
+        finally:
+            os._exit(0)
+    os.close(write)
+    assert os.read(read, 1) == b"1"
+    assert os.waitpid(child, 0)[1] == 0
+
+
+def test_a_parallel_loop_that_raises_raises_the_first_error_and_where(many_chunks):
+    def pick(table, idx):
+        return np.sum(table[idx] * 2.0)
+    table, idx = RNG.standard_normal(50), RNG.integers(0, 50, 3000)
+    idx[2100], idx[2900] = 51, -60                 # in later chunks: the first one is quoted
+    jitted = fg.jit(pick)
+    lowered = jitted.lower(table, idx)
+    assert "@fusegrad_threads_run(" in lowered.source
+    for n in (len(pool().threads), 0):
+        with workers(n):
+            with pytest.raises(IndexError, match=r"index 51 is out of bounds for axis 0 with "
+                                                 r"size 50 \(at test_kernel_ir_rewrite.py:\d+\)"):
+                jitted(table, idx)
+    idx[2100], idx[2900] = 3, -6
+    np.testing.assert_allclose(jitted(table, idx), np.sum(table[idx] * 2.0), rtol=1e-12)
+
+
+def in_lanes(values, dtype, start=0):
+    """start + values in rewrite.lanes' order: lane l adds values l, l + width, ... (lane 0
+    from start, and the tail), then pairwise; a loop shorter than two blocks adds in order."""
+    width, zero = LANES[dtype], NP[dtype](0)
+    if len(values) < 2 * width:
+        total = NP[dtype](start)
+        for v in values:
+            total = total + v
+        return total
+    lanes, whole = [NP[dtype](start)] + [zero] * (width - 1), len(values) - len(values) % width
+    for i, v in enumerate(values):
+        lanes[i % width if i < whole else 0] = lanes[i % width if i < whole else 0] + v
+    while len(lanes) > 1:
+        lanes = [a + b for a, b in zip(lanes[::2], lanes[1::2])]
+    return lanes[0]
+
+
+@pytest.mark.parametrize("dtype,shape", [("f64", (3000,)), ("f32", (3000,)), ("f64", (60, 50))])
+def test_a_long_sum_adds_partial_sums_by_chunk_in_a_fixed_order(dtype, shape, many_chunks):
+    fn = reduce_fn(shape, tuple(range(len(shape))), dtype)
+    x = sample(dtype, shape)
+    threaded, serial = rewritten(fn), rewritten(fn, threads=False)
+    chunks = [s for s in threaded[0].groups[1] if isinstance(s, Loop) and s.parallel]
+    assert len(chunks) == 1 and not any(s.parallel for g in serial[0].groups for s in walk(g)
+                                        if isinstance(s, Loop))
+    want = run(*serial, [x])
+    compiled = compile_program(*threaded, DATA_OFFSET)[0]
+    for n in (len(pool().threads), 0):
+        with workers(n):
+            got = compiled([x])
+            assert all(g.tobytes() == w.tobytes() for g, w in zip(got, want))
+    e = got[1].reshape(-1)                          # tanh's values, as the kernel made them
+    plain = build(fn, Plan(fn))[0].groups[1]
+    size = chunk_size(next(s for s in plain if isinstance(s, Loop)), visits)
+    size *= 1 if len(shape) == 1 else shape[1]
+    partials = []
+    for k in range(0, e.size, size):
+        rows = [e[k:k + size]] if len(shape) == 1 else \
+            [e[r:r + shape[1]] for r in range(k, min(k + size, e.size), shape[1])]
+        partials.append(NP[dtype](0))
+        for row in rows:                            # a row's lane 0 goes on from the last
+            partials[-1] = in_lanes(row, dtype, partials[-1])
+    assert got[0].tobytes() == np.asarray(in_lanes(partials, dtype), NP[dtype]).tobytes()
+    agrees(fn, [x], got)
+
+
+def test_a_running_sum_someone_reads_is_not_cut_into_chunks():
+    i, x, acc, total = (Reg(n, d) for n, d in (("%i", "i64"), ("%x", "f64"), ("%a", "f64"),
+                                                ("%t", "f64")))
+    dst, src, out = Buffer(1, 0, "f64"), Buffer(2, 0, "f64"), Buffer(3, 0, "f64")
+    body = [Load(x, src, Index(0, ((i, 1),))), Load(acc, dst, Index()),
+            Alu(total, "add", (acc, x)), Store(dst, Index(), total)]
+    plan = types.SimpleNamespace(arena=0)
+    plain = [Loop(i, 1 << 20, body)]
+    assert len(chunk_sums(plain, plan, iter(range(9)), visits, apart, copy)) > 1     # a sum: cut
+    shown = [Loop(i, 1 << 20, [*body, Store(out, Index(0, ((i, 1),)), total)])]
+    assert chunk_sums(shown, plan, iter(range(9)), visits, apart, copy) == shown    # a cumsum: not
+
+
+def test_numbas_prange_runs_the_same_chunks_to_the_same_bits(many_chunks):
+    fn = reduce_fn((60, 50), (0, 1))
+    x = sample("f64", (60, 50))
+    through_numba, text = compile_kernel_ir(fn, renderer="numba",
+                                            cache=(load_module, njit_options, versions))
+    assert "prange(" in text
+    got, want = through_numba([x]), compile_kernel_ir(fn)[0]([x])
+    assert all(g.tobytes() == w.tobytes() for g, w in zip(got, want))
 
 
 def test_kernel_ir_takes_f64_programs_short_ones_too():

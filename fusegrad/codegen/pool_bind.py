@@ -1,6 +1,6 @@
 """OpenBLAS's own thread pool, bound without Numba: `blas_level1_thread` (pool.py says how it
 splits a loop) and the thread count, registered with LLVM as fusegrad_pool_split and
-fusegrad_pool_threads, for the kernel IR's parallel loops and pool.py's Numba kernels alike.
+fusegrad_pool_threads, for pool.py's Numba kernels (the kernel IR has its own: threads.py).
 A probe checks what the internal function does before `AVAILABLE` is true.
 """
 

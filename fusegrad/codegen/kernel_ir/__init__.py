@@ -49,7 +49,7 @@ def compile_kernel_ir(fn, compile_fn=None, rewrite: bool = True, renderer: str =
     from .rewrite import optimize
     program, plan = build(fn, Plan(fn))
     if rewrite:
-        optimize(program)
+        optimize(program, plan=plan)
     if renderer == "numba":
         from .numba import compile_program as through_numba
         return through_numba(program, plan, cache, compile_fn or _interpreted)

@@ -9,10 +9,8 @@ the byte offset) and the index's terms.
 Memory holds f32, f64, i64 and bool as i8; registers hold bool as i1. No fast-math flags:
 fma is the explicit llvm.fma, so every optimization level gives the same bits. A Var is an
 alloca of the function (LLVM's O2 keeps it in a register). A `parallel` loop becomes a task
-function with the C signature of OpenBLAS's level-1 routines, handed to its thread pool
-through pool.py's `blas_level1_thread` (or called once, for the whole range, when OpenBLAS may
-use one thread now, or status[1], set by the runner, is 0); each part runs its iterations as
-the serial loop would.
+function of a range of its iterations, run by chunks on the caller's and threads.py's worker
+threads; each chunk runs its iterations as the serial loop would.
 
 The first line each run of statements of one op renders ends with that op's note (`; %2 =
 tanh %1 : f64[1000]   (tour.py:5)`); `declarations` is a query on the nodes, so a module
@@ -193,11 +191,10 @@ def _store(part, s):
 
 
 def _loop(part, s):
-    if s.parallel:
-        from .. import pool_bind as pool        # OpenBLAS's pool, without Numba
-        if pool.AVAILABLE:
-            _parallel(part, s, pool._BOUND[0])
-            return
+    from .threads import available
+    if s.parallel and available():
+        _parallel(part, s)
+        return
     before, head, done = part.current, part.fresh("h")[1:], part.fresh("x")[1:]
     part.lines.append(f"  br label %{head}")
     _counted(part, s, ("0", before), s.extent, head, done)
@@ -220,43 +217,29 @@ def _counted(part, s, start, stop, head, done):
     part.current = done
 
 
-_TASK_ARGS = ("i64 %m, i64 %n, i64 %k, double %alpha, i64 %a, i64 %lda, i64 %b, i64 %ldb, "
-              "i64 %c, i64 %ldc, i64 %sb")
-
-
-def _parallel(part, s, mode: int):
-    """The loop as a task `(m, n, k, alpha, a = first << 3, ..., c = arrays, ...)` running
-    iterations first .. first + m - 1, split over OpenBLAS's threads."""
+def _parallel(part, s):
+    """The loop as a task `i64 (arrays, status, first, last)` running iterations first ..
+    last - 1, its chunks taken by the caller and the workers (threads.py)."""
+    from . import partials
+    from .rewrite import visits
     name = f"{part.name}_task{next(part.names)}"
     task = Part(part.names, name, part.data_offset)
     head, done = task.fresh("h")[1:], task.fresh("x")[1:]
-    task.lines += ["  %first = lshr i64 %a, 3", "  %last = add i64 %first, %m",
-                   "  %any = icmp ult i64 %first, %last", f"  br i1 %any, label %{head}, "
-                   f"label %{done}"]
+    task.lines += ["  %any = icmp ult i64 %first, %last",
+                   f"  br i1 %any, label %{head}, label %{done}"]
     _counted(task, s, ("%first", "entry"), "%last", head, done)
     task.lines += ["  ret i64 0", "}"]
     part.tasks += [*task.tasks, "\n".join([
-        f"define internal i64 @{name}({_TASK_ARGS}) nounwind {{", "entry:",
-        "  %arrays = inttoptr i64 %c to ptr", *_head(task, part.data_offset), *task.lines])]
-    threads, several, table = part.fresh("n"), part.fresh(), part.fresh()
-    cell, allowed, free, many = part.fresh(), part.fresh(), part.fresh(), part.fresh()
-    pooled, alone, join = (part.fresh(stem)[1:] for stem in ("par", "ser", "join"))
-    address = f"ptrtoint (ptr @{name} to i64)"
-    part.emit(f"{threads} = call i32 @fusegrad_pool_threads()",
-              f"{several} = icmp sgt i32 {threads}, 1",
-              f"{cell} = getelementptr i64, ptr %status, i64 1",     # the runner's say
-              f"{allowed} = load i64, ptr {cell}", f"{free} = icmp ne i64 {allowed}, 0",
-              f"{many} = and i1 {several}, {free}", f"{table} = ptrtoint ptr %arrays to i64",
-              f"br i1 {many}, label %{pooled}, label %{alone}")
-    part.lines.append(f"{pooled}:")
-    part.emit(f"call i32 @fusegrad_pool_split(i32 {mode}, i64 {s.extent}, i64 0, i64 0, "
-              f"i64 {table}, i64 0, i64 1, i64 0, i64 1, i64 {table}, i64 0, i64 {address}, "
-              f"i32 {threads})", f"br label %{join}")
-    part.lines.append(f"{alone}:")
-    part.emit(f"call i64 @{name}(i64 {s.extent}, i64 0, i64 0, double 0.0, i64 0, i64 0, "
-              f"i64 0, i64 0, i64 {table}, i64 0, i64 0)", f"br label %{join}")
-    part.lines.append(f"{join}:")
-    part.current = join
+        f"define internal i64 @{name}(ptr %arrays, ptr %status, i64 %first, i64 %last) "
+        f"nounwind {{", "entry:", *_head(task, part.data_offset), *task.lines])]
+    chunk = max(1, -(-partials.CHUNK_VISITS * s.extent // max(1, visits(s))))
+    code, ok = part.fresh("r"), part.fresh()
+    bad, good = part.fresh("e")[1:], part.fresh("c")[1:]
+    part.emit(f"{code} = call i64 @fusegrad_threads_run(ptr @{name}, ptr %arrays, "
+              f"ptr %status, i64 {s.extent}, i64 {chunk})",
+              f"{ok} = icmp eq i64 {code}, 0", f"br i1 {ok}, label %{good}, label %{bad}")
+    part.lines += [f"{bad}:", f"  ret i64 {code}", f"{good}:"]
+    part.current = good
 
 
 def _get(part, s):
@@ -417,8 +400,7 @@ def _declaration(s, functions, defined):
         return (f"declare void @fusegrad_{'d' if s.dtype == 'f64' else 's'}gemm(i32, i32, i32, "
                 f"{n}, {n}, {n}, {t}, ptr, {n}, ptr, {n}, {t}, ptr, {n})")
     if isinstance(s, Loop) and s.parallel:
-        from .. import pool_bind as pool
-        if pool.AVAILABLE:
-            return ("declare i32 @fusegrad_pool_threads()",
-                    f"declare i32 @fusegrad_pool_split(i32, {', '.join(['i64'] * 11)}, i32)")
+        from .threads import available
+        if available():
+            return "declare i64 @fusegrad_threads_run(ptr, ptr, ptr, i64, i64)"
     return None

@@ -149,7 +149,8 @@ class Part:
 
 
 def _loop(part, s, depth):
-    ranged = "prange" if getattr(s, "parallel", False) else "range"
+    ranged = "prange" if s.parallel and not any(isinstance(t, Raise) for t in walk(s.body)) \
+        else "range"                            # a prange cannot return
     part.emit(depth, f"for {name(s.var)} in {ranged}({s.extent}):")
     part.render(s.body, depth + 1)
     if not s.body:
@@ -233,8 +234,8 @@ def function(fname: str, groups: list, params: str, options, names=None) -> str:
     for stmts in groups:
         part.carried = {s.note for s in walk(stmts) if getattr(s, "note", "")}
         part.render(stmts, 1)
-    parallel = any(getattr(s, "parallel", False) for g in groups for s in walk(g)
-                   if isinstance(s, Loop))
+    parallel = any(isinstance(s, Loop) and s.parallel and not any(
+        isinstance(t, Raise) for t in walk(s.body)) for g in groups for s in walk(g))
     return "\n".join([_decorator(options(parallel)), f"def {fname}({params}):", *part.lines,
                       "    return 0"])
 

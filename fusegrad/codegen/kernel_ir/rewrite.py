@@ -11,8 +11,9 @@
                 instead, whose order depends on the vector width LLVM picks);
     parallel    a top-level loop of at least PARALLEL_WORK loads and stores is marked
                 `parallel` when its iterations write apart (each store's address moves with
-                the loop's counter by more than the inner loops span, nothing raises, no Var
-                crosses iterations): any split of its range gives the same bits;
+                the loop's counter by more than the inner loops span, no Var crosses
+                iterations): any split of its range gives the same bits (a Raise in it: the
+                renderers run it again serially, so the first error is the serial one);
     unroll      a loop of at most UNROLL_EXTENT iterations whose unrolled body stays under
                 UNROLL_STATEMENTS statements becomes straight-line code (the counter a
                 constant in every address), as today's straight-line path writes small arrays.
@@ -25,6 +26,7 @@ from __future__ import annotations
 from .nodes import Alu, Call, Const, Gemm, Get, Index, Load, Loop, Note, Raise, Reg, Set, Store
 from .nodes import Var
 from .nodes import walk
+from .partials import chunk_sums
 
 BIG = 1024                  # elements a group visits: run.py's HOT_ELEMENTS
 LANES = {"f64": 8, "f32": 16, "i64": 8}
@@ -33,16 +35,19 @@ UNROLL_EXTENT = 16
 UNROLL_STATEMENTS = 24
 
 
-def optimize(program, threads: bool = True):
+def optimize(program, threads: bool = True, plan=None):
     """The rewrites a group's size calls for: a hot group (outline.hot: run.py compiles it
-    with LLVM's O2) gets accumulators, lanes and threads, another (compiled at O0) is
-    unrolled."""
+    with LLVM's O2) gets partial sums by chunk (with the plan, whose arena holds them:
+    partials.py), accumulators, lanes and threads, another (compiled at O0) is unrolled.
+    Only the `parallel` marks depend on threads: the bits do not."""
     names = iter(range(1 << 62))            # Vars are named apart across the whole program
     for g, stmts in enumerate(program.groups):
         if program.hot[g] if program.hot else program.work[g] >= BIG:
+            if plan is not None and program.work[g] >= PARALLEL_WORK:
+                stmts = chunk_sums(stmts, plan, names, visits, apart, copy)
             stmts = lanes(accumulate(stmts, names))
             if threads and program.work[g] >= PARALLEL_WORK:
-                mark_parallel(stmts)
+                mark_parallel(stmts, PARALLEL_WORK)
         else:
             stmts = unroll(stmts, UNROLL_EXTENT, UNROLL_STATEMENTS)
         program.groups[g] = stmts
@@ -53,10 +58,10 @@ def optimize(program, threads: bool = True):
 
 def _value(x, sub):
     if isinstance(x, Reg) and x in sub:
-        reg, scale, offset = sub[x]
+        reg, scale, offset, *extra = sub[x]
         if reg is None:
             return Const(offset, x.dtype)
-        assert (scale, offset) == (1, 0), "an affine counter used as a value"
+        assert (scale, offset) == (1, 0) and not any(extra), "an affine counter as a value"
         return reg
     return x
 
@@ -65,10 +70,11 @@ def _index(index, sub) -> Index:
     offset, terms = index.offset, []
     for reg, stride in index.terms:
         if reg in sub:
-            new, scale, off = sub[reg]
+            new, scale, off, *extra = sub[reg]
             offset += off * stride
             if new is not None:
                 terms.append((new, stride * scale))
+            terms += [(r, stride * k) for more in extra for r, k in more]
         else:
             terms.append((reg, stride))
     return Index(offset, tuple(terms))
@@ -76,8 +82,8 @@ def _index(index, sub) -> Index:
 
 def copy(stmts, sub: dict, suffix: str, vars_: dict | None = None) -> list:
     """stmts with every register they define renamed (name + suffix), registers in sub
-    replaced (reg -> (new reg or None, scale, offset): the value offset + scale * new) and
-    Vars in vars_ replaced."""
+    replaced (reg -> (new reg or None, scale, offset[, ((reg, scale), ...)]): the value
+    offset + scale * new [+ the further terms, in indices only]) and Vars in vars_ replaced."""
     sub, vars_ = dict(sub), vars_ or {}
 
     def rename(reg):
@@ -262,19 +268,20 @@ def visits(loop) -> int:
                              for s in loop.body)
 
 
-def apart(loop) -> bool:
-    """Whether iterations of loop touch apart: what one writes no other reads or writes."""
+def apart(loop, skip=frozenset()) -> bool:
+    """Whether iterations of loop touch apart: what one writes no other reads or writes
+    (but for the places in skip)."""
     extents = {s.var: s.extent for s in walk(loop.body) if isinstance(s, Loop)}
     seen_vars: set = set()
     stored: dict = {}
     for s in walk(loop.body):
-        if isinstance(s, (Raise, Gemm)):
+        if isinstance(s, Gemm):
             return False
         if isinstance(s, Get) and s.var not in seen_vars:
             return False                        # a Var set before the loop: carried across
         if isinstance(s, Set):
             seen_vars.add(s.var)
-        if isinstance(s, Store):
+        if isinstance(s, Store) and _place(s.buf) not in skip:
             if not _moves_apart(s.index, loop.var, extents):
                 return False
             stored.setdefault(_place(s.buf), set()).add(s.index)

@@ -13,11 +13,8 @@ floats, the arena and status on the entry's stack when nothing raises), so a cal
 function costs what a call of Numba's entry does (W3: 1.5 us through fg.jit). Host steps
 (nodes.Host) split the program: each run of groups between them is an entry of its own, and
 the runner calls entries and host steps (host.py) in order on the same table of arrays.
-status[1] says whether parallel loops may use OpenBLAS's threads on this call: only while the
-machine's load (os.getloadavg, over the last minute) leaves a core idle. A fork-join waits
-for its slowest part, and a part queued behind another process's timeslice costs milliseconds
-(W5 ran 2.3x slower on threads than serially on this 2-core machine under a load of 8); the
-bits are the same either way.
+Parallel loops run by chunks on threads.py's workers, started on the first compile of a
+program that has one; the bits are the same on any number of threads.
 """
 
 from __future__ import annotations
@@ -269,17 +266,15 @@ def compile_program(program, plan, data_offset: int, compile_fn=None):
         shown = cold + (f"\n; the longest loops, optimized:\n{hot}" if hot_names else "")
     text = (f"; fusegrad: @{program.name} as kernel IR (codegen/kernel_ir)\n"
             + "".join(line + "\n" for line in hosts) + shown)
-    run = runner(calls, plan, program.errors, threaded, quick)
+    from .threads import available, pool
+    if threaded and available():
+        pool().start()
+    run = runner(calls, plan, program.errors, quick)
     run.compiled = {k: v for c in calls for k, v in getattr(c, "compiled", {}).items()}
     return run, text
 
 
 python_function = type(lambda: None)
-
-
-def idle_core() -> bool:
-    """Whether the last minute's load leaves a core to spare for a second thread."""
-    return os.getloadavg()[0] < (os.cpu_count() or 1) - 0.5
 
 
 def _copies(plan) -> list:
@@ -295,7 +290,7 @@ def _copies(plan) -> list:
     return out
 
 
-def runner(calls, plan, errors, threaded=False, quick=None):
+def runner(calls, plan, errors, quick=None):
     """run(leaves): the compiled entries (ctypes functions of the address of one tuple, the
     status cells and the table of arrays) and Python steps (host steps, Numba entries:
     functions of the table of arrays and the status cells) called in order; a result that is
@@ -345,8 +340,6 @@ def runner(calls, plan, errors, threaded=False, quick=None):
         status, arena, views = held
         if poison:
             arena.fill(0xFF)
-        if threaded:
-            status[1] = idle_core()
         outs = [new(shape, dtype) for shape, dtype in results]
         objects = (status, arena, *[ascontiguous(x, dt) for x, dt in zip(leaves, params)],
                    *outs, *consts)
