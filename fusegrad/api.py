@@ -170,7 +170,7 @@ def compile_function(fn, backend: str, tiered: bool = False):
         if tiered:
             return Tiered(ir)
         from .codegen import compile_numba
-        return compile_numba(ir)
+        return compile_numba(ir, log=log_compile)
     from .runtime.interpreter import Interpreted
     return Interpreted(ir)
 

@@ -1,15 +1,16 @@
-"""Matrix products for generated code: `gemm(a, b, out)` and the batched `bmm(a, b, out)`.
+"""The matrix product of the kernel IR's Numba rendering: `gemm(a, b, out)` (numba_support.py
+imports it; the LLVM rendering calls the same ?gemm, cblas.py).
 
-They call the CBLAS that NumPy itself links (OpenBLAS in the NumPy wheels), found among the
+It calls the CBLAS that NumPy itself links (OpenBLAS in the NumPy wheels), found among the
 shared libraries this process has loaded and bound by symbol name, so that:
 
 - a compiled matrix product gives the same bits as `np.matmul` on the same machine (NumPy
   itself calls ?gemm for those; for a vector operand it may use ?gemv or its own loop). A
-  product of at most fusion.SMALL_DOT_K terms never gets here: loop kernels compute it;
+  product of at most SMALL_DOT_K terms never gets here: the kernel IR's loops compute it;
 - one BLAS thread pool serves NumPy and fusegrad (Numba's `np.dot` goes through SciPy's
   separately built OpenBLAS, whose threads compete with NumPy's on a small machine);
 - transposed operands are passed as BLAS transpose flags, never copied;
-- loading a cached kernel never imports scipy.linalg (0.3 s at start-up).
+- loading a cached module never imports scipy.linalg (0.3 s at start-up).
 
 The generated code names `fusegrad_sgemm` / `fusegrad_dgemm`, which cblas.py registers with
 LLVM when this module is imported, which every generated module does first. Without
@@ -130,16 +131,3 @@ else:
         """out[m, n] = a[m, k] @ b[k, n] through Numba's np.dot."""
         np.dot(a, b, out)
 
-
-@njit(error_model="numpy", nogil=True)
-def bmm(a, b, out):
-    """out = a @ b with batch axes: [..., m, k] @ [..., k, n], equal batch shapes."""
-    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
-    batch = 1
-    for d in a.shape[:-2]:
-        batch *= d
-    a3 = np.ascontiguousarray(a).reshape((batch, m, k))
-    b3 = np.ascontiguousarray(b).reshape((batch, k, n))
-    o3 = out.reshape((batch, m, n))
-    for i in range(batch):
-        gemm(a3[i], b3[i], o3[i])

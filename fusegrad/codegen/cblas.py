@@ -58,5 +58,5 @@ def bind() -> tuple[int, str, str] | None:
 
 BOUND = None if os.environ.get("FUSEGRAD_BLAS") == "numba" else bind()
 DESCRIPTION = BOUND[1] if BOUND else "numba np.dot"
-LIBRARY = BOUND[2] if BOUND else None  # the shared library, for pool.py
+LIBRARY = BOUND[2] if BOUND else None  # the shared library, for pool_bind.py
 BITS = BOUND[0] if BOUND else None   # the width of its integers

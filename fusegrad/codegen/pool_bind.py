@@ -1,6 +1,7 @@
-"""OpenBLAS's own thread pool, bound without Numba: `blas_level1_thread` (pool.py says how it
-splits a loop) and the thread count, registered with LLVM as fusegrad_pool_split and
-fusegrad_pool_threads, for the kernel IR's parallel loops and pool.py's Numba kernels alike.
+"""OpenBLAS's own thread pool, bound without Numba: `blas_level1_thread` (it splits a range of
+`n` iterations into one part per thread and calls a task with each part's first index and
+length) and the thread count, registered with LLVM as fusegrad_pool_split and
+fusegrad_pool_threads, for the kernel IR's parallel loops.
 A probe checks what the internal function does before `AVAILABLE` is true.
 """
 
