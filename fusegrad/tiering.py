@@ -15,7 +15,8 @@ codegen.compile.without_numba) it compiles in the slot thread, llvmlite releasin
 rendered to Numba (FUSEGRAD_RENDERER=numba) it compiles in the slot's worker process
 (codegen/worker.py: Numba is imported there once, and its seconds of Python do not share the
 caller's GIL), and the slot thread then loads the modules from the disk cache. There is one
-compile, no second tier. FUSEGRAD_COMPILE_WORKERS=0 compiles in the calling thread, on the second call.
+compile, no second tier. FUSEGRAD_COMPILE_WORKERS=0 compiles in the calling thread, on the
+second call.
 
 Nothing outlives its use: the queue holds weak references (a compile whose jitted function was
 garbage-collected is dropped, as a redefined notebook function's is), a slot idle for

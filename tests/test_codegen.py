@@ -242,7 +242,7 @@ def test_an_op_with_no_compiled_form_is_a_host_step_between_compiled_parts():
     x = b.param(T("i64", (3, SMALL_DOT_K + 1)), "x")
     wide = b.build([b.add1("matmul", [x, b.add1("transpose", [x], {"perm": (1, 0)})])])
     path, reason = choose(wide)
-    assert path == "kernel_ir" and "host steps: matmul at" in reason and "i64" in reason
+    assert path == "kernel_ir" and reason.startswith("host steps: matmul at") and "i64" in reason
     exe, fn = built(wide)
     same(exe, fn, (rng.integers(-5, 5, (3, SMALL_DOT_K + 1)),), {})
 

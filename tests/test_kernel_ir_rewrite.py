@@ -2,7 +2,7 @@
 build a Program, rewrite it, check its structure and its first call (poison on) against the
 interpreter; the order a sum is folded in lanes, bit for bit; the same bits for a parallel
 loop run on OpenBLAS's threads, on one thread, and serially (the runner's say, status[1],
-forced on: it is off while the machine has no idle core); FUSEGRAD_KERNEL_IR=all."""
+forced on: it is off while the machine has no idle core)."""
 
 import ctypes
 
@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import fusegrad as fg
-from fusegrad.codegen import blas, pool
+from fusegrad.codegen import cblas
+from fusegrad.codegen import pool_bind as pool
 from fusegrad.codegen.kernel_ir.jit import DATA_OFFSET
 from fusegrad.codegen.choose import choose
 from fusegrad.codegen.kernel_ir import Plan, build, compile_kernel_ir
@@ -144,7 +145,7 @@ def test_only_loops_whose_iterations_write_apart_are_parallel():
 
 
 def _set_blas_threads():
-    lib = ctypes.CDLL(blas.LIBRARY) if blas.LIBRARY else None
+    lib = ctypes.CDLL(cblas.LIBRARY) if cblas.LIBRARY else None
     return next((getattr(lib, n) for n in ("scipy_openblas_set_num_threads64_",
                                           "openblas_set_num_threads64_",
                                           "openblas_set_num_threads") if hasattr(lib, n)), None)
@@ -165,7 +166,7 @@ def test_threads_give_the_serial_bits(dtype, monkeypatch):
     assert all(g.tobytes() == w.tobytes() for g, w in zip(got, want))
     setter = _set_blas_threads()
     if pool.AVAILABLE and setter is not None:
-        before = pool._threads_function(ctypes.CDLL(blas.LIBRARY))()
+        before = pool._threads_function(ctypes.CDLL(cblas.LIBRARY))()
         setter(1)
         try:
             got = compiled[0]([x])
@@ -175,7 +176,7 @@ def test_threads_give_the_serial_bits(dtype, monkeypatch):
     agrees(fn, [x], got)
 
 
-def test_kernel_ir_takes_f64_programs_and_all_takes_short_ones(monkeypatch):
+def test_kernel_ir_takes_programs_long_and_short():
     def f(x, w):
         return np.sum(np.tanh(x @ w) * x[:, :3]), np.max(x, axis=0)
     args = (RNG.standard_normal((40, 30)), RNG.standard_normal((30, 3)))
@@ -188,6 +189,4 @@ def test_kernel_ir_takes_f64_programs_and_all_takes_short_ones(monkeypatch):
     def g(x):
         return np.sin(x) * x
     small = fg.jit(g, backend="interp").lower(0.5).ir
-    assert choose(small)[0] == "numba"              # short: Numba's call costs less
-    monkeypatch.setenv("FUSEGRAD_KERNEL_IR", "all")
     assert choose(small)[0] == "kernel_ir"

@@ -29,9 +29,10 @@ def choose(ir, scan=None) -> tuple:
         return "interp", f"the kernel IR cannot run {why_not}"
     hosts = [f"{op.prim} at {op.loc or '?'} ({why})" for op in ir.ops
              for why in [host_reason(op)] if why]
-    what = "a scan body (of a host step), run from Python each step" if scan is not None \
-        else "compiled"
-    return "kernel_ir", what + (f"; host steps: {', '.join(hosts)}" if hosts else "")
+    what = "a scan body (of a host step), run from Python each step; " if scan is not None \
+        else ""
+    return "kernel_ir", what + (f"host steps: {', '.join(hosts)}" if hosts else
+                                "every op compiled")
 
 
 RENDERERS = ("llvm", "numba")

@@ -179,7 +179,7 @@ def compile_numba(ir: Function, scan=None, log=quiet) -> Executable:
     what = f"kernel IR rendered to {'Numba' if name == 'numba' else 'LLVM'}"
     if os.environ.get("FUSEGRAD_DEBUG", "") >= "3":
         print(f"// ---- {what} for @{ir.name} ----\n{text}")
-    log(f"compile {ir.name}: {what}, {len(ir.ops)} ops, {time.perf_counter() - start:.3f} s")
+    log(f"built {ir.name}: {what}, {len(ir.ops)} ops, {time.perf_counter() - start:.3f} s")
     return Executable(ir, text, run, path)
 
 

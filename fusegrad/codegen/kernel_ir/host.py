@@ -4,9 +4,10 @@ Linear algebra, sorts, the special functions NumPy and SciPy compute (erfinv, i0
 ode_solve and require_zero run their registry implementation, and so do the few ops with no
 compiled form (cover.host_reason); scan, while_loop and cond whose Functions hold a host step
 run their loop or branch in Python (`control`) around those Functions compiled on their own,
-each computing what the interpreter computes for it, so the loop does too. A step reads its operands as NumPy views of their buffers and writes each result into
-its own buffer, converted as the interpreter converts (evaluate.eval_function), so a host step
-computes what interp computes, bit for bit.
+each computing what the interpreter computes for it, so the loop does too. A step reads its
+operands as NumPy views of their buffers and writes each result into its own buffer,
+converted as the interpreter converts (evaluate.eval_function), so a host step computes what
+interp computes, bit for bit.
 """
 
 from __future__ import annotations
