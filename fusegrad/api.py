@@ -147,16 +147,13 @@ class Lowered:
 
     @property
     def kernels(self) -> int:
-        return getattr(self.compiled(), "kernels", 0)
+        return len(self.clusters)
 
     @property
     def clusters(self) -> list:
         """The ops of each fused kernel, for `lowered.ir.to_dot(clusters=lowered.clusters)`."""
-        clusters = getattr(self.compiled(), "clusters", None)
-        if clusters is None:
-            from .passes.fusion import fuse
-            clusters = fuse(self.ir).clusters
-        return clusters
+        from .passes.fusion import fuse
+        return fuse(self.ir).clusters
 
 
 def compile_function(fn, backend: str, tiered: bool = False):

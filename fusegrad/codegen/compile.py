@@ -140,10 +140,6 @@ class Executable:
     """The numba backend's compiled function: `exe(leaves) -> list of arrays`; `kind` says
     what compiled it (choose.py's path), `source` is its text."""
 
-    precompiled = True      # every part is compiled before the first call
-    kernels = 1
-    clusters = None         # api.Lowered.clusters then asks passes.fusion
-
     def __init__(self, ir, source, run, kind):
         self.ir, self.source, self.run, self.kind = ir, source, run, kind
 
