@@ -128,12 +128,12 @@ def versions() -> str:
     """Everything besides the text that decides a Numba module's machine code, as one line."""
     import numba
 
-    from . import blas
-    helpers = [_HERE / name for name in ("math_tables.py", "blas.py", "cblas.py")]
+    from . import cblas
+    helpers = [_HERE / name for name in ("math_tables.py", "cblas.py")]
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in helpers))
     return (f"fusegrad {version.__version__}, numba {numba.__version__}, numpy {np.__version__},"
             f" python {sys.version.split()[0]}, helpers {digest.hexdigest()[:16]},"
-            f" blas {blas.DESCRIPTION}")
+            f" blas {cblas.DESCRIPTION}")
 
 
 class Executable:
