@@ -48,4 +48,3 @@ def renderer() -> tuple:
     if name:
         raise ValueError(f"FUSEGRAD_RENDERER={name!r}: expected one of {', '.join(RENDERERS)}")
     return "llvm", "the default (FUSEGRAD_RENDERER unset)"
-
