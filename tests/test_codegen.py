@@ -414,3 +414,13 @@ def test_sin_and_cos_of_huge_arguments_are_cs(dtype):
     assert f.lower(x).executable.kind == "kernel_ir"
     np.testing.assert_allclose(f(x), np.sin(x) * np.cos(x), rtol=2e-7 if dtype == np.float32
                                else 1e-15, atol=1e-7 if dtype == np.float32 else 1e-16)
+
+
+def test_what_the_kernel_ir_cannot_run_runs_on_the_interpreter_and_says_why(monkeypatch, capsys):
+    monkeypatch.setattr("fusegrad.codegen.kernel_ir.jit.DATA_OFFSET", None)
+    monkeypatch.setenv("FUSEGRAD_LOG", "compile")
+    x = rng.standard_normal(5)
+    f = fg.jit(lambda x: np.sum(np.tanh(x) * x), backend="numba", tiered=False)
+    assert f(x) == np.sum(np.tanh(x) * x)
+    assert f.lower(x).executable.kind == "interp"
+    assert "kernel IR cannot run the address of an array's data" in capsys.readouterr().err
