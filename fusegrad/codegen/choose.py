@@ -7,8 +7,9 @@ the compile worker ask for.
                 on their own); the few ops with no compiled form (cover.host_reason: a
                 reduction of bools, a long integer matmul) and the registry's host category
                 run as host steps, as the interpreter runs them
-    interp      what the kernel IR cannot run at all (`kernel_ir.covers` names it: the data
-                address of NumPy's arrays not found): the interpreter, whole
+    interp      what the kernel IR cannot run at all (`kernel_ir.covers` names it: NumPy's
+                arrays' data address not found, an elementwise op without a scalar rule, a
+                composite left unexpanded): the interpreter, whole; none in the test suite
 
 `choose` returns (path, reason); compile_numba logs both under FUSEGRAD_LOG=compile.
 `renderer` says (the same way) which text the kernel IR is rendered to: LLVM IR or Numba.
