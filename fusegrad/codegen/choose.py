@@ -9,7 +9,8 @@ the compile worker ask for.
                 run as host steps, as the interpreter runs them
     interp      what the kernel IR cannot run at all (`kernel_ir.covers` names it: NumPy's
                 arrays' data address not found, an elementwise op without a scalar rule, a
-                composite left unexpanded): the interpreter, whole; none in the test suite
+                composite left unexpanded): the interpreter, whole (no program of the test
+                suite but the one test of this path)
 
 `choose` returns (path, reason); compile_numba logs both under FUSEGRAD_LOG=compile.
 `renderer` says (the same way) which text the kernel IR is rendered to: LLVM IR or Numba.
