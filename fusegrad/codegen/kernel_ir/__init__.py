@@ -5,7 +5,7 @@ memory plan, before any text exists, and rendered through a table (llvm.py) to L
     nodes.py    the IR: loops, loads and stores through affine indices, scalar ops, raises,
                 BLAS calls
     builder.py  the scalar builder a primitive's registry `scalar` rule is written over
-    mathlib.py  the polynomial exp, log, tanh, logistic... over the builder (mathlib_*.py)
+    mathlib.py  codegen/mathlib.py's polynomial exp, log, tanh, logistic over the builder
     build.py    each op category as kernel IR; folds.py cumsum, cumprod, argmax, argmin
     host.py     host steps: ops run in Python between compiled parts (linalg, sorts, special
                 functions, control flow around its compiled bodies)
@@ -39,7 +39,7 @@ def compile_kernel_ir(fn, compile_fn=None, rewrite: bool = True, renderer: str =
     """(run, source) for fn, which `covers`, rendered to LLVM IR or to Numba Python source
     (cache: compile.py's module cache, numba.compile_program says what). compile_fn(fn,
     scan=None) compiles the nested Functions of control flow that stays a host step
-    (compile.py passes compile_numba); without it they run on the
+    (compile.py passes compile_numba, which chooses their path); without it they run on the
     interpreter. rewrite=False skips rewrite.optimize."""
     from .jit import DATA_OFFSET
     from .rewrite import optimize

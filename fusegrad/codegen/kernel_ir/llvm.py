@@ -10,7 +10,7 @@ Memory holds f32, f64, i64 and bool as i8; registers hold bool as i1. No fast-ma
 fma is the explicit llvm.fma, so every optimization level gives the same bits. A Var is an
 alloca of the function (LLVM's O2 keeps it in a register). A `parallel` loop becomes a task
 function with the C signature of OpenBLAS's level-1 routines, handed to its thread pool
-through pool_bind.py's `blas_level1_thread` (or called once, for the whole range, when OpenBLAS may
+through pool.py's `blas_level1_thread` (or called once, for the whole range, when OpenBLAS may
 use one thread now, or status[1], set by the runner, is 0); each part runs its iterations as
 the serial loop would.
 """

@@ -7,8 +7,8 @@
                 partial sums, lane l taking the iterations l, l + LANES, ... (lane 0 also the
                 tail), added pairwise at the end. That order is in the IR, so LLVM may run the
                 lanes as one vector without fast-math flags, and every renderer, machine and
-                vector width gives the same bits (fastmath 'reassoc' would leave the order
-                to the vector width LLVM picks);
+                vector width gives the same bits (Numba's kernels use fastmath 'reassoc'
+                instead, whose order depends on the vector width LLVM picks);
     parallel    a top-level loop of at least PARALLEL_WORK loads and stores is marked
                 `parallel` when its iterations write apart (each store's address moves with
                 the loop's counter by more than the inner loops span, nothing raises, no Var

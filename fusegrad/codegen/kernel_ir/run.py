@@ -13,22 +13,18 @@ machine's load (os.getloadavg, over the last minute) leaves a core idle. A fork-
 for its slowest part, and a part queued behind another process's timeslice costs milliseconds
 (W5 ran 2.3x slower on threads than serially on this 2-core machine under a load of 8); the
 bits are the same either way.
-
-FUSEGRAD_POISON=1 (read when a program is compiled): every array the runner allocates, and
-the arena before each call, starts out as garbage that cannot pass for a result (NaN; the
-most negative int64, an index no bounds check accepts; True), so code that reads a buffer
-before its writer ran gives NaN on the first call instead of a plausible number on some calls.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import itertools
-import math
 import os
 
 import numpy as np
 
+from .poison import empty, poison_on
 from . import llvm as render
 from . import host
 from .jit import machine_code
@@ -137,16 +133,6 @@ def compile_program(program, plan, data_offset: int, compile_fn=None):
 
 
 python_function = type(lambda: None)
-POISON = {"float32": math.nan, "float64": math.nan, "int64": -2 ** 63, "bool": True}
-
-
-def poison_on() -> bool:
-    return os.environ.get("FUSEGRAD_POISON", "") not in ("", "0")
-
-
-def empty(shape, np_dtype) -> np.ndarray:
-    """A poisoned array (POISON's value of its dtype)."""
-    return np.full(shape, POISON[np.dtype(np_dtype).name], np_dtype)
 
 
 def idle_core() -> bool:
@@ -178,7 +164,8 @@ def runner(calls, plan, errors, threaded=False):
     consts = tuple(map(id, plan.consts))
     keep = plan.consts              # the constants live as long as the runner
     ascontiguous, byref, status_cells = np.ascontiguousarray, ctypes.byref, ctypes.c_int64 * 2
-    new = empty if poison else np.empty
+    new = functools.partial(empty, poison=poison) if poison else \
+        (lambda shape, np_dtype: np.empty(shape, np_dtype))
     arenas = []
     single = calls[0] if len(calls) == 1 and calls[0].__class__ is not python_function \
         else None
@@ -194,7 +181,7 @@ def runner(calls, plan, errors, threaded=False):
         arena, views = arenas.pop() if arenas else arena_views()
         if poison:
             arena.fill(0xFF)
-        outs = [new(shape, dt) for shape, dt in results]
+        outs = [new(shape, np_dtype=dt) for shape, dt in results]
         status = status_cells(0, threaded and idle_core())
         pointers = table(id(arena), *map(id, args), *map(id, outs), *consts)
         code = 0
