@@ -4,11 +4,10 @@
 
 Each program runs in a fresh child with empty FUSEGRAD_CACHE_DIR and NUMBA_CACHE_DIR and
 tiered execution off. The child wraps fusegrad's stage functions with timers: trace
-(api.trace_signature), passes (passes.pipeline.optimize), fusion (fuse and plan_memory), source
-(ModuleSource.build), Numba (compile.load_module), and the kernel IR: built (kernel_ir.build),
-rewritten (rewrite.optimize), rendered (run.source) and compiled by LLVM (jit.machine_code);
-"other" is the rest of the first call, mostly entry segments Numba compiles on their first
-run. Nested bodies add into the same stages.
+(api.trace_signature), passes (passes.pipeline.optimize), Numba (compile.load_module, under
+FUSEGRAD_RENDERER=numba), and the kernel IR: built (kernel_ir.build), rewritten
+(rewrite.optimize), rendered (run.source) and compiled by LLVM (jit.machine_code); "other" is
+the rest of the first call. Nested bodies add into the same stages.
 """
 
 import argparse
@@ -22,8 +21,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-STAGES = ("trace", "passes", "fusion", "source", "numba", "kir build", "kir rewrite",
-          "kir render", "LLVM")
+STAGES = ("trace", "passes", "numba", "kir build", "kir rewrite", "kir render", "LLVM")
 
 
 def child(name):
@@ -32,7 +30,6 @@ def child(name):
 
     import fusegrad.api as api
     import fusegrad.codegen.compile as compile_
-    import fusegrad.codegen.emit as emit
     import fusegrad.codegen.kernel_ir as kernel_ir
     import fusegrad.codegen.kernel_ir.rewrite as rewrite
     import fusegrad.codegen.kernel_ir.run as run
@@ -51,8 +48,6 @@ def child(name):
         setattr(owner, attr, wrapper)
 
     for owner, attr, stage in ((api, "trace_signature", "trace"), (pipeline, "optimize", "passes"),
-                               (compile_, "fuse", "fusion"), (compile_, "plan_memory", "fusion"),
-                               (emit.ModuleSource, "build", "source"),
                                (compile_, "load_module", "numba"),
                                (kernel_ir, "build", "kir build"),
                                (rewrite, "optimize", "kir rewrite"),

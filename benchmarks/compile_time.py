@@ -11,8 +11,7 @@ call, and reports its peak RSS; the parent kills it past --limit seconds. Column
 with FUSEGRAD_RENDERER=numba: what the kernel IR compiles is rendered for Numba), `tiered`
 (fusegrad's default: the first call runs on the interpreter, the second queues the compile on
 the compile worker; the child keeps calling until the compiled entry takes over, and reports
-when), `interp`, `jax` (jax.jit, where installed), `kir` (fusegrad with
-FUSEGRAD_KERNEL_IR=all: every program the kernel IR covers compiled there), `hand` (rnn_scan
+when), `interp`, `jax` (jax.jit, where installed), `hand` (rnn_scan
 only: the RNN's value and gradient written by hand in Numba).
 Every child checks its value against the plain NumPy program. The programs are written in
 plain NumPy, as users write them; gmm, mog_vi, gp and convnet (with SciPy) live in
@@ -49,7 +48,7 @@ PROGRAMS = {
     "w3": "a short function: benchmarks/run.py's W3, sin(x)*x+exp(-x*x) of a float, value and grad",
 }
 REAL = ("gmm", "mog_vi", "gp", "convnet")     # benchmarks/real_programs.py
-COLUMNS = ("fusegrad", "kir", "numba_renderer", "tiered", "interp", "jax", "hand")
+COLUMNS = ("fusegrad", "numba_renderer", "tiered", "interp", "jax", "hand")
 
 
 # -- the programs, in plain NumPy (np may be jax.numpy in the jax column) -------------------------
@@ -305,9 +304,7 @@ def run_child(name, column, limit):
         return {"error": "rnn_scan only"}
     cache = tempfile.mkdtemp(prefix="fg-cold-")
     env = dict(os.environ, FUSEGRAD_CACHE_DIR=cache, NUMBA_CACHE_DIR=cache,
-               FUSEGRAD_TIERED="1" if column == "tiered" else "0",
-               FUSEGRAD_KERNEL_IR="all" if column == "kir" else
-               os.environ.get("FUSEGRAD_KERNEL_IR", "1"))
+               FUSEGRAD_TIERED="1" if column == "tiered" else "0")
     if column == "numba_renderer":
         env["FUSEGRAD_RENDERER"] = "numba"
     cmd = [sys.executable, __file__, "--child", name, column]

@@ -2,9 +2,11 @@
 
     python benchmarks/load_time.py [--runs 3]
 
-A fresh FUSEGRAD_CACHE_DIR is filled by a first process (cold: trace, passes, Numba compile)
-and read by the next ones (warm). Each child reports its import time (numpy, numba, fusegrad:
-paid once by any Numba program) and its first call, split into fusegrad's own work (trace,
+The disk cache is the kernel IR's Numba rendering's (FUSEGRAD_RENDERER=numba: the default LLVM
+rendering compiles in memory, every time). A fresh FUSEGRAD_CACHE_DIR is filled by a first
+process (cold: trace, passes, Numba compile) and read by the next ones (warm). Each child
+reports its import time (numpy, numba, fusegrad: paid once by any Numba program) and its
+first call, split into fusegrad's own work (trace,
 passes, code text) and loading the compiled module (Numba's start-up and its cache).
 """
 
@@ -59,7 +61,7 @@ print(json.dumps({"imports": t1 - t0, "first_call": t3 - t2, "numba_load": load[
 
 
 def child(cache):
-    env = dict(os.environ, FUSEGRAD_CACHE_DIR=cache)
+    env = dict(os.environ, FUSEGRAD_CACHE_DIR=cache, FUSEGRAD_RENDERER="numba")
     out = subprocess.run([sys.executable, "-c", CHILD, os.path.dirname(__file__)], env=env,
                          capture_output=True, text=True, check=True).stdout
     return json.loads(out.strip().splitlines()[-1])

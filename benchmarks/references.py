@@ -97,30 +97,6 @@ def w2_gemms(W1, b1, W2, b2, X, y):
     return call
 
 
-def print_interleaved(calls: dict, dtype, repeats: int) -> None:
-    """Time each call in turn, `repeats` rounds of 10 calls after 30 warm-up calls each, and
-    print its median time and its median per-round ratio to the first call (drift cancels).
-    The W2 breakdown scripts (w2_parts.py, w2_threads.py) share it."""
-    import statistics
-    import time
-    for f in calls.values():
-        for _ in range(30):
-            f()
-    times = {k: [] for k in calls}
-    for _ in range(repeats):
-        for k, f in calls.items():
-            t0 = time.perf_counter()
-            for _ in range(10):
-                f()
-            times[k].append((time.perf_counter() - t0) / 10)
-    base = next(iter(times.values()))
-    width = max(map(len, calls))
-    for k, ts in times.items():
-        r = statistics.median(t / b for t, b in zip(ts, base))
-        print(f"{np.dtype(dtype).name} {k:{width}s} {statistics.median(ts) * 1e3:6.3f} ms  "
-              f"{r:.3f}x")
-
-
 def w3_python(x):
     s, e = math.sin(x), math.exp(-x * x)
     return s * x + e, math.cos(x) * x + s - 2 * x * e

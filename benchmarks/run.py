@@ -47,7 +47,7 @@ WORKLOADS = {
 }
 GROUPS = {
     "fusegrad-numba": ["fusegrad numba"], "fusegrad-interp": ["fusegrad interp"],
-    "fusegrad-eager": ["fusegrad eager"], "fusegrad-kir": ["fusegrad kernel-ir"],
+    "fusegrad-eager": ["fusegrad eager"], "fusegrad-nr": ["fusegrad numba-renderer"],
     "numpy": ["numpy (hand)", "GEMMs alone"],
     "numba": ["numba (hand fused)"], "numba-prange": ["numba (prange)"], "jax": ["jax.jit"],
     "torch": ["torch"], "torch.compile": ["torch.compile"],
@@ -56,7 +56,7 @@ ALIASES = {"fusegrad": ["fusegrad-numba", "fusegrad-interp", "fusegrad-eager"]}
 COLUMNS = [c for cols in GROUPS.values() for c in cols] + ["mem floor"]
 BASELINE = "numpy (hand)"
 APPLIES = {"GEMMs alone": {"W2"}, "numba (prange)": {"W1", "W5"}, "mem floor": {"W1"}}
-COMPILES = {"fusegrad numba", "fusegrad kernel-ir", "fusegrad interp", "numba (hand fused)",
+COMPILES = {"fusegrad numba", "fusegrad numba-renderer", "fusegrad interp", "numba (hand fused)",
             "jax.jit", "torch.compile"}
 QUICK_SKIPS = {"torch.compile": "skipped in --quick"}
 NOISY = 0.25  # cores used by other processes above which a child's timings count as disturbed
@@ -97,9 +97,9 @@ def metrics(w, col):
 
 def fusegrad_column(mode):
     """fg.jit(fg.value_and_grad(f), backend=mode), or plain fg.value_and_grad for eager;
-    mode kernel-ir is backend numba with every f64 program the kernel IR covers sent to it."""
-    if mode == "kernel-ir":
-        os.environ["FUSEGRAD_KERNEL_IR"] = "all"
+    mode numba-renderer is backend numba with the kernel IR rendered to Numba source."""
+    if mode == "numba-renderer":
+        os.environ["FUSEGRAD_RENDERER"] = "numba"
         mode = "numba"
     fg = importlib.import_module("fusegrad")
 

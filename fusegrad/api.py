@@ -147,16 +147,13 @@ class Lowered:
 
     @property
     def kernels(self) -> int:
-        return getattr(self.compiled(), "kernels", 0)
+        return len(self.clusters)
 
     @property
     def clusters(self) -> list:
         """The ops of each fused kernel, for `lowered.ir.to_dot(clusters=lowered.clusters)`."""
-        clusters = getattr(self.compiled(), "clusters", None)
-        if clusters is None:
-            from .passes.fusion import fuse
-            clusters = fuse(self.ir).clusters
-        return clusters
+        from .passes.fusion import fuse
+        return fuse(self.ir).clusters
 
 
 def compile_function(fn, backend: str, tiered: bool = False):
@@ -170,7 +167,7 @@ def compile_function(fn, backend: str, tiered: bool = False):
         if tiered:
             return Tiered(ir)
         from .codegen import compile_numba
-        return compile_numba(ir)
+        return compile_numba(ir, log=log_compile)
     from .runtime.interpreter import Interpreted
     return Interpreted(ir)
 

@@ -10,12 +10,13 @@ times faster than the interpreter, and the compile happens off the caller's path
 The schedule, in `CompileQueue`: at most FUSEGRAD_COMPILE_WORKERS compiles run at a time
 (default 1), each on a slot: a thread that takes the queued compile whose interpreted calls
 have cost the most so far (the hot training step before a function a test called twice), and
-compiles it. Functions that need Numba compile in the slot's worker process (codegen/worker.py:
-Numba is imported there once, and its seconds of Python do not share the caller's GIL); the
-slot thread then loads the module from the disk cache. Functions that compile with llvmlite
-alone (codegen.compile.without_numba) compile in the slot thread: llvmlite releases the GIL.
-There is one compile, no second tier: the kernel IR's math is vectorized mathlib, as Numba's
-is. FUSEGRAD_COMPILE_WORKERS=0 compiles in the calling thread, on the second call.
+compiles it. Every function compiles through the kernel IR: rendered to LLVM (the default,
+codegen.compile.without_numba) it compiles in the slot thread, llvmlite releasing the GIL;
+rendered to Numba (FUSEGRAD_RENDERER=numba) it compiles in the slot's worker process
+(codegen/worker.py: Numba is imported there once, and its seconds of Python do not share the
+caller's GIL), and the slot thread then loads the modules from the disk cache. There is one
+compile, no second tier. FUSEGRAD_COMPILE_WORKERS=0 compiles in the calling thread, on the
+second call.
 
 Nothing outlives its use: the queue holds weak references (a compile whose jitted function was
 garbage-collected is dropped, as a redefined notebook function's is), a slot idle for
@@ -34,8 +35,6 @@ import threading
 import time
 import warnings
 import weakref
-
-import numpy as np
 
 from .runtime.signature import log_compile
 
@@ -117,7 +116,7 @@ class Tiered:
             self.calls += 1
             if wants_compile(self.calls) and self._claim.acquire(blocking=False):
                 self.queued = True          # by this thread alone: the claim is taken once
-                COMPILES.submit(self, [np.array(x) for x in leaves])
+                COMPILES.submit(self)
                 if self.compiled is not None:           # compiled in this thread
                     return self(leaves)
         start = time.perf_counter()
@@ -125,23 +124,19 @@ class Tiered:
         self.interp_seconds += time.perf_counter() - start
         return out
 
-    def compile(self, worker, leaves) -> None:
+    def compile(self, worker) -> None:
         """The first tier's compile, run by a slot (or the calling thread, worker None)."""
         from . import codegen
-        from .codegen.compile import without_numba
         from .codegen.worker import WorkerDied
         try:
-            if worker is not None and not without_numba(self.ir):
+            if worker is not None:
                 try:                        # the child decides as this process would
-                    worker.compile(self.ir)
+                    worker.compile(self.ir, log_compile)
                 except WorkerDied:
                     raise
                 except Exception as e:  # noqa: BLE001 - compile here instead, and say why
                     log_compile(f"tiered {self.ir.name}: compiling in this process ({e})")
-            compiled = codegen.compile_numba(self.ir)
-            if leaves is not None and not compiled.precompiled:
-                compiled(leaves)         # host segments compile on their first run: now
-            self.compiled = compiled
+            self.compiled = codegen.compile_numba(self.ir, log=log_compile)
         except Exception as e:  # noqa: BLE001 - reported on the next call, kept on interp
             self.error = e
         finally:
@@ -167,7 +162,7 @@ class Tiered:
         mine = self._claim.acquire(blocking=False) or COMPILES.withdraw(self)
         self.queued = True
         if mine:
-            self.compile(None, None)
+            self.compile(None)
         self._done.wait()
         if self.error is not None:
             raise self.error
@@ -179,11 +174,10 @@ class Tiered:
 
 
 class _Job:
-    __slots__ = ("target", "leaves")
+    __slots__ = ("target",)
 
-    def __init__(self, tiered, leaves):
+    def __init__(self, tiered):
         self.target = weakref.ref(tiered)
-        self.leaves = leaves
 
     def priority(self):
         tiered = self.target()
@@ -209,15 +203,15 @@ class CompileQueue:
         self._idle = 0           # of them, waiting for work
         self._closed = False
 
-    def submit(self, tiered, leaves) -> None:
+    def submit(self, tiered) -> None:
         slots = workers_default()
         if slots == 0:
-            tiered.compile(None, leaves)
+            tiered.compile(None)
             return
         with self._cond:
             if self._closed:
                 return
-            self._pending.append(_Job(tiered, leaves))
+            self._pending.append(_Job(tiered))
             self._inflight.add(tiered)
             if self._idle:
                 self._cond.notify_all()      # join() may wait on the condition too
@@ -279,23 +273,25 @@ class CompileQueue:
                 worker.close()
 
     def _run(self, job, worker):
-        """Run one job on this slot's worker (started, or replaced, as needed)."""
+        """Run one job, on this slot's worker when it needs Numba (started, or replaced, as
+        needed), else in this thread."""
+        from .codegen.compile import without_numba
         from .codegen.worker import Worker
         tiered = job.target()
         if tiered is None:
             return worker
         try:
-            if worker is None or not worker.alive:
+            if not without_numba() and (worker is None or not worker.alive):
                 worker = Worker()
         except Exception as e:  # noqa: BLE001 - this compile fails; the next one tries again
             tiered.error = e
             tiered._done.set()
             return None
-        tiered.compile(worker, job.leaves)
+        tiered.compile(None if without_numba() else worker)
         with self._cond:
             self._inflight.discard(tiered)
         del tiered, job
-        if not worker.alive or worker.rss > WORKER_MAX_RSS:
+        if worker is not None and (not worker.alive or worker.rss > WORKER_MAX_RSS):
             worker.close()
             return None
         return worker

@@ -256,7 +256,7 @@ def test_per_value_hook_finds_the_first_diverging_ir_value(monkeypatch):
     from fusegrad.testing import debug_values
 
     class SkewedTanh(Interpreted):
-        def __init__(self, fn):
+        def __init__(self, fn, log=None):
             super().__init__(optimize(fn))
 
         def debug_values(self, leaves):

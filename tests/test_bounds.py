@@ -118,12 +118,3 @@ def test_index_of_the_maximum_used_as_an_index():
 def test_empty_index_arrays_gather_nothing():
     for b, value in first_calls(gather_sum, X, np.zeros(0, np.int64)).items():
         assert value == 0.0, b
-
-
-def test_the_check_runs_before_the_kernels_not_in_the_loop(monkeypatch):
-    # the Numba renderer's checks; tests/test_kernel_ir.py checks the kernel IR's
-    monkeypatch.setattr("fusegrad.codegen.choose.KERNEL_IR", False)
-    source = fg.jit(gather_rows).lower(M, np.array([0, 1])).source
-    entry = source[source.index("def entry("):]
-    assert "check_indices(i, " in entry and "check_index(" not in source.replace(
-        "check_indices", "")

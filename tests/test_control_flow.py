@@ -13,7 +13,6 @@ import pytest
 import fusegrad as fg
 from fusegrad.ir import parse, verify
 from fusegrad.passes.pipeline import optimize
-from fusegrad.codegen.compile import GLUE_MAX_OPS
 from fusegrad.testing import check_grads
 from fusegrad.tree import flatten, unflatten
 
@@ -328,25 +327,6 @@ def test_poison_mode_gives_the_same_bits(monkeypatch):
     assert "as kernel IR" in source and "host step" not in source     # both scans compiled
 
 
-def test_glue_runs_on_the_interpreter_and_more_compiles_into_the_module(monkeypatch):
-    """Where the kernel IR is off (or lacks an op), a loop with a few glue ops around it runs
-    the glue on the interpreter (choose.glue_only); with more, the glue is compiled and the
-    loop is a host step of its Numba module."""
-    monkeypatch.setattr("fusegrad.codegen.choose.KERNEL_IR", False)
-    def busy(w, u, h0, xs):
-        out = rnn(w, u, h0, xs)
-        for _ in range(GLUE_MAX_OPS):
-            out = np.sin(out) * 1.5
-        return out
-    few, many = (fg.jit(f).lower(*RNN_ARGS).source for f in (rnn, busy))
-    assert "glue runs on the interpreter" in few and "= host0(" not in few
-    assert "= host0(" in many and "= scan " in many
-    expected = rnn_unrolled(*RNN_ARGS)
-    for _ in range(GLUE_MAX_OPS):
-        expected = np.sin(expected) * 1.5
-    np.testing.assert_allclose(fg.jit(busy)(*RNN_ARGS), expected, rtol=1e-13)
-
-
 def nested(w, a):
     """A scan whose body runs a scan over a's rows and a cond on its result."""
     def outer(c, row):
@@ -433,26 +413,3 @@ def test_carries_that_swap_and_alias_the_ys(backend, steps):
     if steps == 0:
         want = (SWAP_C, (np.zeros((0, 2)), np.zeros(0), np.zeros((0, 2))))
     close(got, want, rtol=0)
-
-
-def test_numba_compiles_a_scan_body_into_one_njit_loop(monkeypatch):
-    """The body's module runs the whole scan (loops.scan_source): one compiled loop, not a
-    Python loop calling the body once per step. (With the kernel IR on, these bodies take it:
-    tests/test_straight_scan.py tests scans compiled there.)"""
-    from fusegrad.codegen import compile_numba
-
-    monkeypatch.setattr("fusegrad.codegen.choose.KERNEL_IR", False)
-
-    fn = optimize(fg.make_ir(fg.grad(rnn, argnums=(0, 1, 2, 3)))(*RNN_ARGS))
-    scans = [op for op in fn.ops if op.prim == "scan"]
-    assert [op.params["reverse"] for op in scans] == [False, True]
-    for op in scans:
-        exe = compile_numba(op.params["body"],
-                            scan=(op.params["num_consts"], op.params["num_carry"]))
-        assert exe.loop is not None and "def scan_loop(" in exe.source
-        assert "for loop_step in range(loop_length):" in exe.source
-    nest = optimize(fg.make_ir(nested)(rng.standard_normal(2), rng.standard_normal((3, 2))))
-    (outer,) = [op for op in nest.ops if op.prim == "scan"]
-    exe = compile_numba(outer.params["body"], scan=(outer.params["num_consts"],
-                                                    outer.params["num_carry"]))
-    assert exe.loop is None      # its body has host steps (the inner scan, the cond)

@@ -9,17 +9,15 @@ as np.* on eager tensors (backend="eager") and tracers (interp, numba).
 - gradients: check_grads to order 2 in float64 on all three backends (three programs)
 - conventions: clip's gradient reaches an active bound, sinc's derivatives at 0, hypot's
   gradient at 0, heaviside, fmax/fmin and logaddexp at ties, copysign at 0
-- codegen/mathlib_arc.py: the ulp bounds its docstring states, on a moderate sweep
+(the kernel IR's mathlib accuracy in ulps: tests/test_kernel_ir_math.py)
 """
 
 import math
 
-import numba
 import numpy as np
 import pytest
 
 import fusegrad as fg
-from fusegrad.codegen.mathlib import FUNCS
 from fusegrad.testing import check_grads
 
 TINY = 5e-324
@@ -80,9 +78,8 @@ def test_forward_is_numpys_bit_for_bit(backend):
         _check(got[name], want[name], 1.0 if name in INEXACT else 0.0, name)
 
 
-# The numba kernels, in one small program per dtype (a fused kernel with many of mathlib's
-# inlined functions compiles slowly): the binary mathlib calls, signbit's template and the
-# compositions on it; mathlib's accuracy is bounded on a sweep below, special values included.
+# The numba backend, in one small program per dtype: the binary mathlib functions, signbit and
+# the compositions on it, special values included.
 def compiled(x, y):
     return {"arctan2": np.arctan2(x, y), "hypot": np.hypot(x, y), "arccosh": np.arccosh(x),
             **{k: v for k, v in everything(x, y).items()
@@ -249,91 +246,3 @@ def test_unsupported_arguments_raise():
         np.nan_to_num(t, copy=False)
     with pytest.raises(TypeError, match="out="):
         np.clip(t, 0, 1, out=np.empty(2))
-
-
-# -- mathlib_arc's accuracy ---------------------------------------------------------------------
-
-# The largest error in ulps scripts/check_ulp.py measured (2e6 inputs per function and dtype,
-# and every 97th float32 for the unary ones); this sweep is smaller and must stay within.
-MEASURED = {"atan": (0.72, 0.84), "atan2": (0.85, 0.86), "asin": (0.84, 0.91),
-            "acos": (0.92, 0.84), "asinh": (1.23, 1.18), "acosh": (0.80, 0.83),
-            "atanh": (0.81, 0.83), "cbrt": (0.50, 0.51), "hypot": (0.75, 0.75)}
-REFERENCE = {"atan": np.arctan, "atan2": np.arctan2, "asin": np.arcsin, "acos": np.arccos,
-             "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "cbrt": np.cbrt,
-             "hypot": np.hypot}
-
-
-def _all_in_one(dt):
-    """Every function over its inputs, one loop each, in one compiled function (quicker to
-    compile than a function per loop)."""
-    f0, f1, f2, f3, f4, f5, f6 = (FUNCS[name, dt] for name in UNARY_ARC)
-    b0, b1 = (FUNCS[name, dt] for name in BINARY_ARC)
-
-    @numba.njit(error_model="numpy")
-    def run(x, x2, y2):
-        n, m = x.size, x2.size
-        out, out2 = np.empty((7, n), x.dtype), np.empty((2, m), x.dtype)
-        for i in range(n):
-            out[0, i] = f0(x[i])
-        for i in range(n):
-            out[1, i] = f1(x[i])
-        for i in range(n):
-            out[2, i] = f2(x[i])
-        for i in range(n):
-            out[3, i] = f3(x[i])
-        for i in range(n):
-            out[4, i] = f4(x[i])
-        for i in range(n):
-            out[5, i] = f5(x[i])
-        for i in range(n):
-            out[6, i] = f6(x[i])
-        for i in range(m):
-            out2[0, i] = b0(x2[i], y2[i])
-        for i in range(m):
-            out2[1, i] = b1(x2[i], y2[i])
-        return out, out2
-    return run
-
-
-UNARY_ARC = ("atan", "asin", "acos", "asinh", "acosh", "atanh", "cbrt")
-BINARY_ARC = ("atan2", "hypot")
-
-
-def _sweep(dtype, n=4000):
-    """Log-uniform magnitudes of both signs over the whole range, uniform ones in [-3, 3] and
-    near +-1, and the special values."""
-    r, fi = np.random.default_rng(0), np.finfo(dtype)
-    mags = np.exp(r.uniform(np.log(float(fi.smallest_subnormal)), np.log(float(fi.max)), n))
-    edge = [0.0, fi.smallest_subnormal, fi.smallest_normal, 0.5, 1.0, fi.max, np.inf]
-    parts = [mags * r.choice([-1, 1], n), r.uniform(-3, 3, n), r.uniform(0.99, 1.01, n),
-             r.uniform(-1, -0.99, n), edge, np.negative(edge), [np.nan]]
-    return np.concatenate(parts).astype(dtype)
-
-
-def _ulp_errors(got, ref):
-    near = ref.astype(got.dtype)
-    err = np.abs(got.astype(ref.dtype) - ref) / np.spacing(np.abs(near)).astype(ref.dtype)
-    same = ((got == near) & (np.signbit(got) == np.signbit(near))) | \
-        (np.isnan(got) & np.isnan(near))
-    return np.where(same, 0.0, np.nan_to_num(err, nan=np.inf, posinf=np.inf))
-
-
-@pytest.mark.parametrize("dt", ["f64", "f32"])
-def test_mathlib_arc_within_the_measured_ulps(dt):
-    dtype = np.float64 if dt == "f64" else np.float32
-    wide = np.longdouble if dt == "f64" else np.float64
-    x = _sweep(dtype)
-    # pairs: independent, of near-equal magnitude, and near a ratio of tan(pi/8)
-    with np.errstate(over="ignore"):
-        y2 = np.concatenate([np.random.default_rng(1).permutation(x), x * dtype(1.001),
-                             x * dtype(0.4142)])
-    x2 = np.concatenate([x, x, x])
-    out, out2 = _all_in_one(dt)(x, x2, y2)
-    cases = [(name, out[i], (x,)) for i, name in enumerate(UNARY_ARC)] + \
-        [(name, out2[i], (x2, y2)) for i, name in enumerate(BINARY_ARC)]
-    for name, got, args in cases:
-        with np.errstate(all="ignore"):
-            err = _ulp_errors(got, REFERENCE[name](*(a.astype(wide) for a in args)))
-        worst = int(np.argmax(err))
-        at = tuple(a[worst] for a in args)
-        assert err[worst] <= MEASURED[name][dt == "f32"], f"{name}{dt}{at} = {got[worst]!r}"

@@ -276,7 +276,7 @@ def test_a_gather_out_of_range_inside_a_scan_raises_with_the_users_line():
                     tiered=False)
     ir = jitted.lower(table, obs).ir
     path, reason = choose(ir)
-    assert path == "kernel_ir" and "integer indexing (take)" in reason
+    assert (path, reason) == ("kernel_ir", "every op compiled")
     value, grad = jitted(table, obs)
     want_value, want_grad = fg.jit(fg.value_and_grad(lambda t, o: emissions(t, o)[0]),
                                    backend="interp")(table, obs)

@@ -25,7 +25,6 @@ RNG = np.random.default_rng(7)
 @pytest.fixture(autouse=True)
 def poison(monkeypatch):
     monkeypatch.setenv("FUSEGRAD_POISON", "1")
-    monkeypatch.setenv("FUSEGRAD_KERNEL_IR", "all")     # short functions take it too
 
 
 def _places(program) -> set:

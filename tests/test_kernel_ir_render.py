@@ -24,6 +24,7 @@ from fusegrad.ir import PRIMITIVES, Builder, TensorType
 from fusegrad.ir.registry import ShapeError, infer_types
 from fusegrad.passes.schedule import SMALL_DOT_K
 from fusegrad.runtime.interpreter import eval_function
+from fusegrad.runtime.signature import log_compile
 
 DTYPES = ("f32", "f64", "i64", "bool")
 NP = {"f32": np.float32, "f64": np.float64, "i64": np.int64, "bool": np.bool_}
@@ -153,7 +154,8 @@ OTHERS = {"shapes": _shapes, "folds": _folds, "reduce_sum": _reduction("reduce_s
           "reduce_min": _reduction("reduce_min"), "gathers": _gathers, "scatters": _scatters,
           "matmul": _matmul(3), "matmul_gemm": _matmul(SMALL_DOT_K + 5), "creation": _creation}
 ELEMENTWISE = sorted(n for n, p in PRIMITIVES.items() if p.scalar is not None)
-CACHE = (load_module, njit_options, versions)       # compile.py's module cache, for Numba
+# compile.py's module cache, for Numba, logging as fg.jit does (FUSEGRAD_LOG=compile)
+CACHE = (functools.partial(load_module, log=log_compile), njit_options, versions)
 
 
 @functools.cache

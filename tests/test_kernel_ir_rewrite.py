@@ -2,7 +2,7 @@
 build a Program, rewrite it, check its structure and its first call (poison on) against the
 interpreter; the order a sum is folded in lanes, bit for bit; the same bits for a parallel
 loop run in chunks on threads.py's workers, on the caller alone, and not split at all; the
-first error of a parallel loop that raises; FUSEGRAD_KERNEL_IR=all."""
+first error of a parallel loop that raises; choose() taking long and short programs."""
 
 import contextlib
 import os

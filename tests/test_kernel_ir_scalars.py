@@ -14,12 +14,6 @@ from fusegrad.codegen.kernel_ir import compile_kernel_ir
 from fusegrad.testing import check_grads
 
 
-@pytest.fixture
-def always_straight(monkeypatch):
-    """No performance gate of choose.py sends them to Numba (FUSEGRAD_KERNEL_IR=all)."""
-    monkeypatch.setenv("FUSEGRAD_KERNEL_IR", "all")
-
-
 def took_kernel_ir(source: str) -> bool:
     return "as kernel IR" in source.splitlines()[0]
 
@@ -38,7 +32,7 @@ def _jit_pair(fun):
 
 
 @pytest.mark.parametrize("x, y", [(0.7, 1.3), (1.3, 0.7), (0.05, 2.0), (-0.4, -0.4)])
-def test_scalar_zoo_and_its_gradient_match_the_interpreter(always_straight, x, y):
+def test_scalar_zoo_and_its_gradient_match_the_interpreter(x, y):
     fast, ref = _jit_pair(zoo)
     (value, grads), (want, want_grads) = fast(x, y), ref(x, y)
     assert took_kernel_ir(fast.lower(x, y).source)
@@ -47,7 +41,7 @@ def test_scalar_zoo_and_its_gradient_match_the_interpreter(always_straight, x, y
     np.testing.assert_allclose(grads, want_grads, rtol=1e-13, atol=1e-15)
 
 
-def test_maximum_and_minimum_propagate_nan(always_straight):
+def test_maximum_and_minimum_propagate_nan():
     def f(x, y):
         return np.maximum(x, y) * 2.0 + np.minimum(y, x)
     run = fg.jit(f, backend="numba")
@@ -67,7 +61,7 @@ def test_a_long_chain_takes_the_path_by_default():
         assert got.tobytes() == expected.tobytes()
 
 
-def test_other_dtypes_indexing_and_big_arrays_take_the_path_too(always_straight):
+def test_other_dtypes_indexing_and_big_arrays_take_the_path_too():
     f = fg.jit(lambda x: np.sin(x) * 2.0, backend="numba")
     big = np.linspace(0.0, 1.0, 65)
     for x in (np.float32(1.0), np.ones(3, np.float32), big):
@@ -82,21 +76,6 @@ def test_other_dtypes_indexing_and_big_arrays_take_the_path_too(always_straight)
     np.testing.assert_array_equal(taken(x, i), [1.8, 0.4])
     with pytest.raises(IndexError, match="index 3 is out of bounds"):
         taken(x, np.array([3, 0]))
-
-
-def test_small_matmuls_are_the_numba_backends_bit_for_bit(always_straight, monkeypatch):
-    """One product, then an fma per term in order, as the Numba backend's loops (K <= 12)."""
-    def f(A, B, v):
-        return A @ B, (A @ B) @ v
-    rng = np.random.default_rng(1)
-    A, B, v = rng.standard_normal((3, 12)), rng.standard_normal((12, 4)), rng.standard_normal(4)
-    fast = fg.jit(f, backend="numba")
-    assert took_kernel_ir(fast.lower(A, B, v).source)
-    got = fast(A, B, v)
-    monkeypatch.setattr("fusegrad.codegen.choose.KERNEL_IR", False)
-    want = fg.jit(f, backend="numba")(A, B, v)
-    for a, b in zip(got, want):
-        assert a.tobytes() == b.tobytes()
 
 
 def _every_llvm_form():
@@ -159,7 +138,7 @@ ZOO_ARGS = (np.array([0.3, -1.2, 0.7, 2.0]),
 
 
 @pytest.mark.parametrize("poison", ["0", "1"])
-def test_small_array_zoo_and_its_gradients_match_the_interpreter(always_straight, monkeypatch,
+def test_small_array_zoo_and_its_gradients_match_the_interpreter(monkeypatch,
                                                                  poison):
     monkeypatch.setenv("FUSEGRAD_POISON", poison)
     fast = fg.jit(fg.value_and_grad(array_zoo, argnums=(0, 1)), backend="numba")
@@ -173,12 +152,12 @@ def test_small_array_zoo_and_its_gradients_match_the_interpreter(always_straight
         np.testing.assert_allclose(got, expected, rtol=1e-13, atol=1e-15)
 
 
-def test_small_array_gradients_match_finite_differences(always_straight):
+def test_small_array_gradients_match_finite_differences():
     x, W, m = ZOO_ARGS
     check_grads(lambda x, W: array_zoo(x, W, m), (x, W), order=2, backend="numba")
 
 
-def test_sums_follow_numpys_order_below_eight_terms(always_straight):
+def test_sums_follow_numpys_order_below_eight_terms():
     """Below eight terms NumPy's pairwise sum is the sequential loop the kernel IR writes (its
     lanes start at 16 terms): the same bits along either axis, and for products, max, min and
     running sums."""
@@ -193,7 +172,7 @@ def test_sums_follow_numpys_order_below_eight_terms(always_straight):
         assert a.tobytes() == b.tobytes()
 
 
-def test_nan_inf_and_signed_zeros_match_numpy(always_straight):
+def test_nan_inf_and_signed_zeros_match_numpy():
     """Signed zeros as the interpreter's, except maximum and minimum of opposite zeros: the
     Numba backend's templates (and the kernel IR's rules) return the first operand, NumPy 2's
     loops the second."""
@@ -212,7 +191,7 @@ def test_nan_inf_and_signed_zeros_match_numpy(always_straight):
             np.testing.assert_array_equal(np.signbit(a), np.signbit(c))
 
 
-def test_bool_params_and_results(always_straight):
+def test_bool_params_and_results():
     def f(x, m):
         return (x > 0.5) & ~m, np.where(m | (x < 0.1), x, 2.0 * x), m
     x, m = np.array([[0.2, 0.7], [0.05, 0.9]]), np.array([[True, False], [False, False]])
@@ -223,7 +202,7 @@ def test_bool_params_and_results(always_straight):
         np.testing.assert_array_equal(got, want)
 
 
-def test_empty_arrays(always_straight):
+def test_empty_arrays():
     def f(x, y):
         return np.sum(x) + np.sum(np.sin(y), axis=1), np.sum(y, axis=0) * 2.0
     x, y = np.zeros(0), np.zeros((3, 0))

@@ -8,15 +8,13 @@ import numpy as np
 import pytest
 from domains import Domains, case_prim, primitive_cases
 
-from fusegrad.codegen import templates
-from fusegrad.codegen.index_maps import INDEX_RULES
+from fusegrad.codegen.kernel_ir import cover
 from fusegrad.formulas import NON_DIFFERENTIABLE, vjp_rules
 from fusegrad.ir import docs
 from fusegrad.ir.evaluate import apply
-from fusegrad.ir.primitives import PRIMITIVES, ShapeError, infer_types
+from fusegrad.ir.primitives import PRIMITIVES
 from fusegrad.ir.registry import CATEGORIES, Doc, Primitive, define
 from fusegrad.ir.types import TensorType
-from fusegrad.passes.fusion import SCATTERS
 
 def _missing(predicate) -> list:
     """The primitives, by name, for which predicate(entry) is false."""
@@ -34,42 +32,19 @@ def test_every_primitive_has_a_vjp_rule_or_is_non_differentiable():
 
 
 def _codegen_path(p: Primitive) -> str | None:
-    """How compiled code computes p, or None when codegen has no way to."""
+    """How compiled code computes p (the kernel IR, codegen/kernel_ir/cover.py), or None when
+    codegen has no way to. tests/test_kernel_ir_render.py compiles every one in every dtype."""
     if p.category == "elementwise":
-        if p.name == "convert" or p.name in templates.TEMPLATES or p.libm is not None:
-            return "scalar template"
-        return None
+        return "scalar rule" if p.scalar is not None else None
     if p.category == "composite":
         return "lowered" if p.lower is not None else None
-    if p.name in INDEX_RULES:
-        return "index map"
-    if p.name in SCATTERS:
-        return "scatter loop"
-    if p.category == "reduction":
-        return "reduction loop" if templates.reduction_init(p.name, "f64") else None
-    return {"scan": "scan step", "linalg": "BLAS call", "host": "host step"}.get(p.category)
+    if p.category == "host":
+        return "compiled" if p.name in cover.COMPILED | set(cover.LOOPS) else "host step"
+    return "kernel IR" if p.name in cover._OTHER else None
 
 
 def test_every_primitive_has_a_code_path():
     assert _missing(_codegen_path) == []
-
-
-@pytest.mark.parametrize("dtype", ["f32", "f64", "i64", "bool"])
-def test_every_elementwise_template_renders(dtype):
-    """Each template formats, with as many operands as the primitive takes, in every dtype its
-    shape rule accepts."""
-    t = TensorType(dtype, (2,))
-    for p in PRIMITIVES.values():
-        if p.category != "elementwise" or p.name == "convert":
-            continue
-        types = [TensorType("bool", (2,))] + [t] * (p.arity - 1) if p.name == "select" \
-            else [t] * p.arity
-        try:
-            infer_types(p.name, types, {})
-        except ShapeError:
-            continue
-        text = templates.render(p.name, dtype, ["a", "b", "c"][:p.arity])
-        assert text and "{" not in text, (p.name, text)
 
 
 def test_every_primitive_has_a_docs_row_and_the_docs_are_current():

@@ -22,7 +22,7 @@ import fusegrad as fg
 from fusegrad.codegen import worker as worker_module
 from fusegrad.tiering import COMPILES, Tiered
 
-X32 = np.linspace(-1.0, 1.0, 7, dtype=np.float32)   # compiled by Numba (tiered_on), in the worker
+X32 = np.linspace(-1.0, 1.0, 7, dtype=np.float32)   # compiled by Numba in the worker
 
 
 def _loss(k):
@@ -43,18 +43,15 @@ def _tier(jitted) -> Tiered:
 
 @pytest.fixture(autouse=True)
 def numba_worker(monkeypatch):
-    """These functions are float32 (sin), which the kernel IR now compiles in-process; the
-    tests are about the Numba compile worker, so the kernel IR is off here and in children."""
-    monkeypatch.setenv("FUSEGRAD_KERNEL_IR", "0")
-    monkeypatch.setattr("fusegrad.codegen.choose.KERNEL_IR", False)
+    """The tests are about the Numba compile worker, which compiles the kernel IR's Numba
+    rendering (the LLVM one compiles in the slot's thread): FUSEGRAD_RENDERER=numba here and
+    in children."""
+    monkeypatch.setenv("FUSEGRAD_RENDERER", "numba")
 
 
 @pytest.fixture
 def tiered_on(monkeypatch):
-    """Tiered execution, the kernel IR off: what these tests compile needs Numba, which
-    compiles in the worker process (the kernel IR compiles in the slot thread)."""
-    monkeypatch.setattr("fusegrad.codegen.choose.KERNEL_IR", False)
-    monkeypatch.setenv("FUSEGRAD_KERNEL_IR", "0")
+    """Tiered execution, rendered to Numba (numba_worker): compiled in the worker process."""
     monkeypatch.setenv("FUSEGRAD_TIERED", "1")
     monkeypatch.delenv("FUSEGRAD_COMPILE_WORKERS", raising=False)
     yield
@@ -81,12 +78,12 @@ def held_slot(monkeypatch):
     release, holding, compiled = threading.Event(), threading.Event(), []
     real = Tiered.compile
 
-    def compile_(self, worker, leaves):
+    def compile_(self, worker):
         compiled.append(self.ir.name)
         if not holding.is_set():
             holding.set()
             assert release.wait(timeout=600)
-        return real(self, worker, leaves)
+        return real(self, worker)
     monkeypatch.setattr(Tiered, "compile", compile_)
     yield release, holding, compiled
     release.set()
@@ -105,7 +102,7 @@ def test_the_second_call_queues_one_compile_and_later_calls_switch(tiered_on):
     first, second = f(X32), f(X32)
     assert _tier(f).queued
     assert COMPILES.join(timeout=600)
-    assert _tier(f).compiled.kind == "numba" and _tier(f).error is None
+    assert _tier(f).compiled.kind == "kernel_ir" and _tier(f).error is None
     third = f(X32)
     for value in (first, second, third):
         np.testing.assert_allclose(value, _want(1, X32), rtol=1e-6)
@@ -166,9 +163,9 @@ def test_a_killed_worker_leaves_the_function_on_the_interpreter(tiered_on, monke
     right on the interpreter, and the next compile starts a new worker."""
     real = worker_module.Worker.compile
 
-    def killed(self, fn):
+    def killed(self, fn, log):
         os.kill(self.proc.pid, signal.SIGKILL)
-        return real(self, fn)
+        return real(self, fn, log)
     monkeypatch.setattr(worker_module.Worker, "compile", killed)
     f = fg.jit(_loss(10))
     f(X32)
@@ -222,7 +219,7 @@ def make(k):
 
 def _run_script(body, env=None, **kwargs):
     script = SCRIPT_HEAD + textwrap.dedent(body)
-    full_env = dict(os.environ, FUSEGRAD_TIERED="1", FUSEGRAD_KERNEL_IR="0", **(env or {}))
+    full_env = dict(os.environ, FUSEGRAD_TIERED="1", FUSEGRAD_RENDERER="numba", **(env or {}))
     full_env.pop("FUSEGRAD_COMPILE_WORKERS", None)
     return subprocess.Popen([sys.executable, "-c", script], env=full_env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
@@ -315,9 +312,7 @@ def _pool_task(k):
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_a_multiprocessing_pool_jits_in_each_process(method, monkeypatch):
-    monkeypatch.setenv("FUSEGRAD_TIERED", "1")
-    monkeypatch.setattr("fusegrad.codegen.choose.KERNEL_IR", False)     # Numba, in workers
-    monkeypatch.setenv("FUSEGRAD_KERNEL_IR", "0")
+    monkeypatch.setenv("FUSEGRAD_TIERED", "1")      # Numba (numba_worker), in workers
     f = fg.jit(_loss(20))                    # the parent has a worker and a compile, too
     f(X32)
     f(X32)

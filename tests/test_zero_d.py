@@ -252,8 +252,7 @@ def test_backends_agree_on_0d(backend, reference):
     assert not wrong, "\n".join(wrong)
 
 
-def test_kernel_ir_agrees_on_0d(reference, monkeypatch):
-    monkeypatch.setenv("FUSEGRAD_KERNEL_IR", "all")
+def test_kernel_ir_agrees_on_0d(reference):
     got = _run(STRAIGHT, "numba", compiler="kernel_ir")
     wrong = _disagreements(STRAIGHT, got, reference, "numba (kernel IR)")
     assert not wrong, "\n".join(wrong)

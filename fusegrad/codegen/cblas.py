@@ -2,9 +2,10 @@
 
 The shared libraries this process has loaded are searched for the CBLAS that NumPy links
 (OpenBLAS in the NumPy wheels); its ?gemm are registered with LLVM as `fusegrad_sgemm` and
-`fusegrad_dgemm`, which the Numba backend's products (blas.py) and the LLVM loop nests
-(nests.py) both call, so both give the bits of `np.matmul` and share NumPy's thread pool.
-FUSEGRAD_BLAS=numba leaves them unbound. `DESCRIPTION` says which library is in use; it and
+`fusegrad_dgemm`, which both renderings of the kernel IR call (llvm.py; numba_support.gemm),
+so both give the bits of `np.matmul` and share NumPy's thread pool. Transposed operands are
+copied by the kernel IR first. FUSEGRAD_BLAS=numba leaves them unbound: long matmuls then run
+as host steps (np.matmul). `DESCRIPTION` says which library is in use; it and
 this file's text are part of the disk-cache key.
 """
 
@@ -57,6 +58,5 @@ def bind() -> tuple[int, str, str] | None:
 
 
 BOUND = None if os.environ.get("FUSEGRAD_BLAS") == "numba" else bind()
-DESCRIPTION = BOUND[1] if BOUND else "numba np.dot"
-LIBRARY = BOUND[2] if BOUND else None  # the shared library, for pool.py
+DESCRIPTION = BOUND[1] if BOUND else "none"
 BITS = BOUND[0] if BOUND else None   # the width of its integers

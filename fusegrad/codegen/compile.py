@@ -1,24 +1,26 @@
-"""From optimized IR to a callable: fuse, plan memory, emit a module, compile it, cache it.
+"""From optimized IR to a callable: `compile_numba(fn)` compiles it as choose.py decides (the
+kernel IR, rendered to LLVM or to Numba source), and keeps the Numba renderer's modules.
 
-The module text is the cache key. It is written to a real file, `fg_<sha256>.py` in the cache
-directory (FUSEGRAD_CACHE_DIR, else $XDG_CACHE_HOME/fusegrad or ~/.cache/fusegrad), and its
-entry is `njit(cache=True)`, so Numba keeps the machine code next to it and a new process that
-meets the same text loads instead of compiling. The hash covers the text and everything else
-that shapes the machine code: the versions of fusegrad, Numba, NumPy and Python and the source
-of the helper modules the text imports. Values that change without changing the code (sizes,
-size-derived constants, constant arrays) are arguments, so they never go stale.
+A Numba module's text is its cache key. It is written to a real file, `fg_<sha256>.py` in the
+cache directory (FUSEGRAD_CACHE_DIR, else $XDG_CACHE_HOME/fusegrad or ~/.cache/fusegrad), and
+its entries are `njit(cache=True)`, so Numba keeps the machine code next to it and a new
+process that meets the same text loads instead of compiling. The text's header holds
+everything else that shapes the machine code (`versions`: fusegrad, Numba, NumPy, Python and
+the helper modules the text imports). The file is written to a temporary name and renamed,
+with a fixed mtime, so racing processes write identical files and Numba's staleness stamp
+(mtime, size) agrees across them. A cache entry Numba cannot read is deleted and compiled
+again. Modules are also kept in memory by key. LLVM modules are compiled in memory only
+(kernel_ir/jit.py): that takes a fraction of a second.
 
-Robustness: the file is written to a temporary name and renamed, with a fixed mtime, so racing
-processes write identical files and Numba's staleness stamp (mtime, size) agrees across them;
-Numba writes its own cache files the same way. A file with the wrong text is rewritten, and a
-cache entry Numba cannot read is deleted and compiled again. Compiled modules are also kept in
-memory by key, so identical functions (or a new batch size) share one compilation.
+Logging: the caller hands in `log(message)` (fusegrad's FUSEGRAD_LOG=compile lines); codegen
+prints nothing itself.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import hashlib
 import os
 import shutil
@@ -32,20 +34,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..ir.control import nested
-from ..ir.core import Function
-from ..passes.fusion import fuse
-from ..passes.memory import plan_memory
-from ..ir.evaluate import apply, eval_function
-from ..runtime.signature import log_compile
 from .. import version
-from . import kernel_ir, loops
-from .choose import (GLUE_MAX_ELEMENTS, GLUE_MAX_OPS, choose, glue_only,  # noqa: F401
-                     numba_free, renderer)
-from .buffers import Stack
+from ..ir.core import Function
+from ..ir.evaluate import eval_function
+from . import kernel_ir
+from .choose import choose, renderer
 
-# Numba itself (0.6 s to import), and the modules that need it, are imported where a function is
-# compiled with it: the kernel IR never imports it.
+# Numba itself (0.6 s to import) is imported only where the Numba renderer is used.
 
 FIXED_MTIME = 1_000_000_000          # every writer gives the module file the same stamp
 _LOCK = threading.RLock()
@@ -53,18 +48,17 @@ _MODULES: dict[str, types.ModuleType] = {}
 _HERE = Path(__file__).resolve().parent
 
 
-def njit_options(kind: str, reduction: bool = False, parallel: bool = False) -> dict:
-    """The one place that decides Numba's options for generated functions.
+def quiet(message: str) -> None:
+    """The log of a caller that hands in none."""
 
-    error_model='numpy' everywhere: the Python model adds zero-division checks that stop
-    vectorization. fastmath stays off except 'reassoc' in kernels with a reduction, which lets
-    LLVM vectorize the accumulation (and nothing else: no nnan, no ninf, no contraction).
-    Entries carry cache=True; the kernels they call are compiled into them, and only
-    generated code calls kernels, so they go without the wrappers that let Python (or C) call
-    them: those cost a third of a small kernel's compile time.
-    """
-    opts: dict = {"error_model": "numpy", "nogil": True,
-                  "fastmath": {"reassoc"} if reduction else False}
+
+def njit_options(kind: str, parallel: bool = False) -> dict:
+    """Numba's options for the Numba renderer's functions: error_model='numpy' (the Python
+    model adds zero-division checks that stop vectorization), no fastmath (the same bits as
+    the LLVM rendering). Entries ("entry") carry cache=True; the functions they call are
+    compiled into them, and go without the wrappers that let Python call them (a third of a
+    small function's compile time)."""
+    opts: dict = {"error_model": "numpy", "nogil": True, "fastmath": False}
     if kind == "entry":
         opts["cache"] = True
     else:
@@ -72,10 +66,6 @@ def njit_options(kind: str, reduction: bool = False, parallel: bool = False) -> 
     if parallel:
         opts["parallel"] = True
     return opts
-
-
-def parallel_default() -> bool:
-    return os.environ.get("FUSEGRAD_PARALLEL", "") not in ("", "0")
 
 
 def cache_dir() -> Path:
@@ -135,29 +125,23 @@ def forget_modules() -> None:
 
 
 def versions() -> str:
-    """Everything besides the text that decides the compiled code, as one header line."""
+    """Everything besides the text that decides a Numba module's machine code, as one line."""
     import numba
 
-    from . import blas, pool
-    helpers = [(_HERE / name) for name in ("support.py", "mathlib.py", "mathlib_ops.py",
-                                           "mathlib_arc.py", "math_tables.py", "blas.py",
-                                           "cblas.py", "pool.py", "pool_bind.py")]
-    digest = hashlib.sha256(b"".join(p.read_bytes() for p in helpers if p.exists()))
+    from . import cblas
+    helpers = [_HERE / name for name in ("math_tables.py", "cblas.py")]
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in helpers))
     return (f"fusegrad {version.__version__}, numba {numba.__version__}, numpy {np.__version__},"
             f" python {sys.version.split()[0]}, helpers {digest.hexdigest()[:16]},"
-            f" blas {blas.DESCRIPTION}, pool {pool.DESCRIPTION}")
+            f" blas {cblas.DESCRIPTION}")
 
 
 class Executable:
-    """The numba backend's compiled function: `exe(leaves) -> list of arrays`."""
+    """The numba backend's compiled function: `exe(leaves) -> list of arrays`; `kind` says
+    what compiled it (choose.py's path), `source` is its text."""
 
-    precompiled = True      # False: host steps split the entry; segments compile when first run
-    kind = "numba"          # or "kernel_ir", "glue": what compiled it
-    loop = None             # a scan body's: (length, reverse, leaves) -> carry and ys
-
-    def __init__(self, ir, source, kernels, clusters, run, path, fusion):
-        self.ir, self.source, self.kernels, self.clusters = ir, source, kernels, clusters
-        self.run, self.path, self.fusion = run, path, fusion
+    def __init__(self, ir, source, run, kind):
+        self.ir, self.source, self.run, self.kind = ir, source, run, kind
 
     def __call__(self, leaves) -> list:
         return self.run(leaves)
@@ -172,177 +156,36 @@ class Executable:
         return dict(zip(values, compile_numba(probe)(leaves)))
 
 
-def compile_numba(ir: Function, parallel: bool | None = None, scan=None) -> Executable:
+def compile_numba(ir: Function, scan=None, log=quiet) -> Executable:
     """Compile an optimized Function (passes.pipeline.optimize: api.compile_function runs it)
-    as choose.py decides: through the kernel IR (kernel_ir/, no Numba), as glue on the
-    interpreter around compiled loops, or fused and generated as Numba source. With
-    scan=(num_consts, num_carry), ir is a scan's body: on Numba the executable also runs the
-    whole scan (`executable.loop`, loops.scan_source) where it can."""
+    as choose.py decides: through the kernel IR, rendered as `renderer` says, or on the
+    interpreter. scan=(num_consts, num_carry) when ir is a scan's body; log(message) takes
+    the lines FUSEGRAD_LOG=compile prints."""
     path, reason = choose(ir, scan)
-    log_compile(f"choose {ir.name}: {path} ({reason})")
-    if path == "kernel_ir":
-        renderer()          # a FUSEGRAD_RENDERER naming no renderer raises, not falls back
-    if path in _LLVM_PATHS:
-        try:
-            return _LLVM_PATHS[path](ir, scan)
-        except Exception as e:  # noqa: BLE001 - Numba compiles it too, only slower
-            log_compile(f"{path} failed for {ir.name} ({e}); using Numba")
-    elif path == "glue":
-        return _compile_glue(ir)
-    from .emit import ModuleSource
-    fusion = fuse(ir)
-    parallel = parallel_default() if parallel is None else parallel
-    ms = ModuleSource(fusion, plan_memory(fusion), njit_options, parallel)
-    body = ms.build()
-    loop = loops.scan_source(ms, *scan) if scan else None
-    header = f"# fusegrad: generated from @{ir.name}; {versions()}\n"
-    text = header + body + (loop[0] if loop else "")
-    key = hashlib.sha256(text.encode()).hexdigest()
-    if os.environ.get("FUSEGRAD_DEBUG", "") >= "3":
-        print(f"// ---- generated source for @{ir.name} ----\n{text}")
-    signatures = _signatures(ms)
-    if loop and signatures:
-        signatures = {"scan_loop": _loop_signature(loop[1])}
-    module, path = load_module(text, key, ir.name, ms.kernel_count, signatures)
-    env = (ms.syms.D, ms.syms.C, *[_const(fusion, c) for c in ms.consts],
-           *[loops.host(op, compile_numba) if op.prim in loops.HOSTS else _host(op)
-             for op in ms.hosts])
-    executable = Executable(ir, text, ms.kernel_count, fusion.clusters, module.make_run(env),
-                            path, fusion)
-    executable.precompiled = bool(signatures)   # else segments compile on their first call
-    if loop:
-        executable.loop = module.make_loop(env[:2 + len(ms.consts)])
-    return executable
-
-
-def _compile_kernel_ir(ir) -> Executable:
-    """The kernel IR (kernel_ir/) rendered to LLVM IR, or to Numba source (`renderer`)."""
-    name, reason = renderer()
-    log_compile(f"render {ir.name}: {name} ({reason})")
-    cache = (load_module, njit_options, versions)
-    return _compile_llvm(ir, lambda ir: kernel_ir.compile_kernel_ir(
-        ir, compile_numba, renderer=name, cache=cache), "kernel_ir",
-        f"kernel IR rendered to {'Numba' if name == 'numba' else 'LLVM'}")
-
-
-_LLVM_PATHS = {"kernel_ir": lambda ir, scan: _compile_kernel_ir(ir)}
-
-
-def _compile_llvm(ir, compile_, kind: str, what: str) -> Executable:
+    log(f"choose {ir.name}: {path} ({reason})")
+    if path == "interp":
+        return Executable(ir, f"# fusegrad: @{ir.name} runs on the interpreter ({reason})\n",
+                          lambda leaves: eval_function(ir, list(leaves)), path)
+    name, why = renderer()
+    log(f"render {ir.name}: {name} ({why})")
     start = time.perf_counter()
-    run, text = compile_(ir)
-    return _llvm_executable(ir, run, text, kind, what, start)
-
-
-def _llvm_executable(ir, run, text, kind: str, what: str, start: float) -> Executable:
-    """The Executable of a function fusegrad compiled with llvmlite alone, its text shown
-    under FUSEGRAD_DEBUG=3 and its compile logged."""
+    cache = (functools.partial(load_module, log=log), njit_options, versions)
+    run, text = kernel_ir.compile_kernel_ir(
+        ir, functools.partial(compile_numba, log=log), renderer=name, cache=cache)
+    what = f"kernel IR rendered to {'Numba' if name == 'numba' else 'LLVM'}"
     if os.environ.get("FUSEGRAD_DEBUG", "") >= "3":
         print(f"// ---- {what} for @{ir.name} ----\n{text}")
-    log_compile(f"compile {ir.name}: {what}, {len(ir.ops)} ops, "
-                f"{time.perf_counter() - start:.3f} s")
-    executable = Executable(ir, text, 1, None, run, None, None)
-    executable.kind = kind
-    return executable
+    log(f"built {ir.name}: {what}, {len(ir.ops)} ops, {time.perf_counter() - start:.3f} s")
+    return Executable(ir, text, run, path)
 
 
-def without_numba(ir) -> bool:
-    """Whether compile_numba compiles ir with llvmlite alone (the kernel IR, or glue around
-    loops whose bodies it compiles): then compiling in the caller's thread is fast, and a child
-    process would only repeat it (those modules are not cached on disk)."""
-    path, _ = choose(ir)
-    if path == "kernel_ir":
-        return renderer()[0] == "llvm" and numba_free(ir)
-    return path == "glue" and all(
-        choose(fn, _scan_of(op))[0] == "kernel_ir" and numba_free(fn)
-        for op in ir.ops if op.prim in loops.HOSTS for _, fn in nested(op))
+def without_numba() -> bool:
+    """Whether compile_numba compiles with llvmlite alone (the LLVM renderer): then compiling
+    in the caller's thread is fast, and a compile process would only repeat it."""
+    return renderer()[0] == "llvm"
 
 
-def _scan_of(op):
-    return (op.params["num_consts"], op.params["num_carry"]) if op.prim == "scan" else None
-
-
-def _compile_glue(ir) -> Executable:
-    """Control flow compiled (loops.host), the glue between run by the interpreter's ops."""
-    hosts = {op: loops.host(op, compile_numba) for op in ir.ops if op.prim in loops.HOSTS}
-    text = "\n\n".join(
-        [f"# fusegrad: @{ir.name} is control flow and {len(ir.ops) - len(hosts)} glue ops: "
-         f"the glue runs on the interpreter, each loop and branch compiled:"] +
-        [f"# {op.prim} at {op.loc or '?'}, @{key}:\n{exe.source}"
-         for op, host in hosts.items() for key, exe in host.compiled.items()])
-
-    def run(leaves):
-        return eval_function(ir, leaves, hosts)
-    log_compile(f"compile {ir.name}: {len(hosts)} control-flow ops compiled, "
-                f"{len(ir.ops) - len(hosts)} glue ops on the interpreter")
-    executable = Executable(ir, text, 0, None, run, None, None)
-    executable.kind = "glue"
-    return executable
-
-
-def _const(fusion, v) -> np.ndarray:
-    return np.ascontiguousarray(fusion.producer[v].params["value"], dtype=v.type.np_dtype)
-
-
-def _host(op):
-    """A step run by the interpreter's implementation, between compiled segments."""
-    prim, params = op.prim, op.params
-    in_dtypes = [v.type.np_dtype for v in op.inputs]
-    out_dtype = op.out.type.np_dtype
-
-    def host(*args):
-        out = apply(prim, [np.asarray(a, dt) for a, dt in zip(args, in_dtypes)], params)
-        out = np.asarray(out, dtype=out_dtype)     # ascontiguousarray would make 0-d 1-d
-        return out[()] if out.ndim == 0 else np.ascontiguousarray(out)
-    host.__name__ = f"host_{prim}"
-    return host
-
-
-# -- loading ---------------------------------------------------------------------------------
-
-def _signatures(ms) -> dict:
-    """Numba signatures of the entry of a single-segment module (emit.ModuleSource), for
-    compiling it at once."""
-    import numba
-    if ms.hosts:
-        return {}
-    values, uses_a, uses_d, uses_c, uses_tasks = ms.segment_args["entry"]
-    sig = [_numba_type(v) for v in values]
-    sig += [numba.types.Array(numba.int64, 1, "C")] * (uses_a + uses_d)
-    sig += [numba.types.Array(numba.float64, 1, "C")] * uses_c
-    sig += [numba.types.Array(numba.int64, 1, "C")] * uses_tasks
-    return {"entry": tuple(sig)}
-
-
-def _loop_signature(params) -> tuple:
-    """Numba signature of scan_loop (loops.scan_source says what its parameters hold)."""
-    import numba
-
-    def array(dtype, ndim):
-        return numba.types.Array(numba.from_dtype(np.dtype(dtype)), ndim, "C")
-
-    sig = [numba.int64, numba.boolean]
-    for p in params:
-        if p in ("A", "D", "TASKS"):
-            sig.append(array(np.int64, 1))
-        elif p == "C":
-            sig.append(array(np.float64, 1))
-        elif isinstance(p, tuple):         # ("stacked", v): xs or ys, an axis more than v
-            sig.append(array(p[1].type.np_dtype, p[1].type.ndim + 1))
-        elif isinstance(p, Stack):
-            sig.append(array(p.type.np_dtype, p.type.ndim))
-        else:
-            sig.append(_numba_type(p))
-    return tuple(sig)
-
-
-def _numba_type(v):
-    import numba
-    if v.shape == ():
-        return {"f32": numba.float64, "f64": numba.float64, "i64": numba.int64,
-                "bool": numba.boolean}[v.dtype]
-    return numba.types.Array(numba.from_dtype(v.type.np_dtype), v.type.ndim, "C")
-
+# -- the Numba renderer's modules --------------------------------------------------------------
 
 OPENMP_DEFAULTS = {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "1000"}
 
@@ -363,8 +206,9 @@ def start_threads() -> None:
             os.environ.pop(k, None)
 
 
-def load_module(text: str, key: str, name: str, kernels: int, signatures: dict):
-    """Import the module with this text (from memory, disk, or freshly compiled)."""
+def load_module(text: str, key: str, name: str, kernels: int, signatures: dict, log=quiet):
+    """Import the module with this text (from memory, disk, or freshly compiled), its
+    functions `signatures` names compiled for those argument types."""
     with _LOCK:
         module = _MODULES.get(key)
         if module is not None:
@@ -379,9 +223,9 @@ def load_module(text: str, key: str, name: str, kernels: int, signatures: dict):
             module, hits = _import_and_compile(text, path, key, signatures)
         elapsed = time.perf_counter() - start
         if signatures and hits:
-            log_compile(f"load {name} from disk cache ({elapsed:.3f} s)")
+            log(f"load {name} from disk cache ({elapsed:.3f} s)")
         else:
-            log_compile(f"compile {name}: {kernels} kernels, {elapsed:.3f} s (cache miss)")
+            log(f"compile {name}: {kernels} kernels, {elapsed:.3f} s (cache miss)")
         _MODULES[key] = module
         return module, str(path)
 

@@ -1,8 +1,8 @@
-"""The constants of mathlib's algorithms (codegen/mathlib.py, mathlib_arc.py and the kernel
-IR's kernel_ir/mathlib*.py, which share them): Cody-Waite splits, ranges and the polynomial
-tables, highest degree first, per dtype. Polynomials are near-minimax fits (mpmath,
-Lawson-weighted least squares on a Chebyshev grid); the comment on each table names the fitted
-function, interval and weight. No imports but NumPy: the kernel IR reads them without Numba.
+"""The constants of mathlib's algorithms (the kernel IR's kernel_ir/mathlib*.py): Cody-Waite
+splits, ranges and the polynomial tables, highest degree first, per dtype. Polynomials are
+near-minimax fits (mpmath, Lawson-weighted least squares on a Chebyshev grid); the comment on
+each table names the fitted function, interval and weight. No imports but NumPy: the kernel IR
+reads them without Numba.
 """
 
 import numpy as np

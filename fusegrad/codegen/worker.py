@@ -1,5 +1,7 @@
 """The compile worker: one long-lived child process that compiles Functions with Numba for
-tiered execution (fusegrad/tiering.py).
+tiered execution (fusegrad/tiering.py), when the kernel IR is rendered to Numba source
+(FUSEGRAD_RENDERER=numba; the LLVM rendering compiles in the slot's thread, llvmlite
+releasing the GIL).
 
 Numba types and lowers in Python, so a compile in a thread of the user's process shares the
 GIL with the user's calls and slows both; a child has its own interpreter and core, and the
@@ -7,12 +9,11 @@ memory a long compile takes is not the user's. One child serves every compile of
 in turn, so Numba is imported once, not once per function.
 
 The child gets `(Function, env)` requests on its stdin and runs `compile_numba` on
-each, which writes the generated module and Numba's machine code into the disk cache; the
+each, which writes the generated modules and Numba's machine code into the disk cache; the
 parent's own `compile_numba` afterwards finds that text and loads instead of compiling. Each
-reply says whether the whole entry was compiled (False: host steps split it into segments
-that compile on their first call, which only the parent can make) and the child's resident
-memory, so the parent can retire a child that grew too big. Messages are pickles behind an
-8-byte length, on the child's original stdout; whatever the compile prints goes to stderr.
+reply holds the compile's log lines (the parent logs them) and the child's resident memory, so
+the parent can retire a child that grew too big. Messages are pickles behind an 8-byte length,
+on the child's original stdout; whatever the compile prints goes to stderr.
 
 The child never outlives its parent: it exits at the end of its stdin (the parent closed the
 pipe or died) and, should a forked sibling still hold the pipe open, when it sees that its
@@ -78,8 +79,8 @@ class Worker:
         self.compiles = 0
         self.busy = False
 
-    def compile(self, fn) -> bool:
-        """Compile fn into the disk cache; True when its entry was compiled whole. Raises
+    def compile(self, fn, log) -> None:
+        """Compile fn into the disk cache, the child's log lines handed to log. Raises
         RuntimeError with the child's error, or WorkerDied."""
         from .compile import writable_cache_dir
         env = {k: v for k, v in os.environ.items() if k.startswith(("FUSEGRAD_", "NUMBA_"))}
@@ -98,11 +99,12 @@ class Worker:
             code = self.proc.wait()
             raise WorkerDied(f"the compile process exited with code {code} while compiling "
                              f"@{fn.name}")
-        status, payload, self.rss = reply
+        status, payload, lines, self.rss = reply
         self.compiles += 1
+        for line in lines:
+            log(line)
         if status != "ok":
             raise RuntimeError(f"the compile process failed: {payload}")
-        return payload
 
     @property
     def alive(self) -> bool:
@@ -212,15 +214,16 @@ def _serve(parent: int) -> None:
             return
         fn, env = request
         _set_env(env)
+        lines: list = []
         try:
-            executable = compile_module.compile_numba(fn)
-            reply = ("ok", bool(executable.precompiled))
+            compile_module.compile_numba(fn, log=lines.append)
+            reply = ("ok", None)
         except Stopped:
             return
         except Exception as e:  # noqa: BLE001 - reported to the parent, which says what
             reply = ("error", f"{type(e).__name__}: {e}")
         compile_module.forget_modules()          # the parent loads them; keep memory flat
-        send(replies, (*reply, _rss_bytes()))
+        send(replies, (*reply, lines, _rss_bytes()))
 
 
 if __name__ == "__main__":

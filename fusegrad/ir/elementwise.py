@@ -1,15 +1,15 @@
-"""Elementwise primitives: each one's shape rule, NumPy semantics, Numba scalar template,
-docs row, test domain and scalar rule over the kernel IR's builder.
+"""Elementwise primitives: each one's shape rule, NumPy semantics, docs row, test domain and
+scalar rule over the kernel IR's builder.
 
 There is no implicit broadcasting and no implicit promotion in the IR: operands have equal types;
 the tracer inserts broadcast_in_dim and convert. The implementations still broadcast and promote
 as NumPy does, which the eager engine relies on.
 
-Semantics worth knowing (the templates follow the implementations bit for bit): integer div is
+Semantics worth knowing (the scalar rules follow the implementations bit for bit): integer div is
 floor division; maximum/minimum propagate nan; logistic is the stable form; `and`/`or`/`not` on
 i64 are logical (0 or 1), as NumPy's logical ufuncs cast back to i64; np.floor & co. are LLVM's
-rounding intrinsics; Numba's float % is CPython's (the divisor's sign, a signed zero copied from
-it, nan for x % 0), where its np.remainder loses the zero's sign; an integer x % 0 is 0, as in
+rounding intrinsics; float % is Python's (the divisor's sign, a signed zero copied from it, nan
+for x % 0); an integer x % 0 is 0, as in
 NumPy, and integer fmod is built on % (np.fmod would trap on x % 0 and on INT64_MIN % -1).
 """
 
@@ -98,8 +98,7 @@ def binary_float(name, impl, semantics, *, domain=("normal", "normal"), **fields
 
 def comparison(name, impl, symbol):
     return define(name, "elementwise", _compare, impl, section="Elementwise",
-                  doc=Doc("x, y: equal types", "", "bool, x's shape", f"x {symbol} y"),
-                  numba=f"({{0}} {symbol} {{1}})")
+                  doc=Doc("x, y: equal types", "", "bool, x's shape", f"x {symbol} y"))
 
 
 # -- implementations that are not one NumPy ufunc --------------------------------------------
@@ -160,68 +159,52 @@ def _select_rule(prim, pred, on_true, on_false):
 
 # -- the table ------------------------------------------------------------------------------
 
-unary_float("exp", np.exp, "e^x", libm="math.exp")
-unary_float("log", np.log, "ln x", domain="positive", libm="math.log")
-unary_float("log1p", np.log1p, "ln(1 + x)", domain="positive", libm="math.log1p")
-unary_float("expm1", np.expm1, "e^x - 1", libm="math.expm1")
-unary_float("sqrt", np.sqrt, "√x", domain="positive", numba="np.sqrt({0})")
-unary_float("rsqrt", _rsqrt, "1/√x", domain="positive", numba="({one} / np.sqrt({0}))")
-unary_float("sin", np.sin, "sine", libm="math.sin")
-unary_float("cos", np.cos, "cosine", libm="math.cos")
-unary_float("tanh", np.tanh, "hyperbolic tangent", libm="math.tanh")
-unary_float("logistic", _logistic, "sigmoid 1/(1+e^-x), computed stably",
-            libm="stable_logistic_{dtype}")
-unary_float("erf", _erf, "the error function", libm="math.erf")
-unary_float("atan", np.arctan, "arc tangent", libm="math.atan")
-# The inverse functions, cbrt and hypot: mathlib's vectorized forms in kernels (mathlib_arc.py)
-unary_float("asin", np.arcsin, "arc sine; nan outside [-1, 1]", domain="unit", libm="math.asin")
-unary_float("acos", np.arccos, "arc cosine; nan outside [-1, 1]", domain="unit",
-            libm="math.acos")
-unary_float("asinh", np.arcsinh, "inverse hyperbolic sine", libm="math.asinh")
-unary_float("acosh", np.arccosh, "inverse hyperbolic cosine; nan below 1",
-            domain="above_one", libm="math.acosh")
+unary_float("exp", np.exp, "e^x")
+unary_float("log", np.log, "ln x", domain="positive")
+unary_float("log1p", np.log1p, "ln(1 + x)", domain="positive")
+unary_float("expm1", np.expm1, "e^x - 1")
+unary_float("sqrt", np.sqrt, "√x", domain="positive")
+unary_float("rsqrt", _rsqrt, "1/√x", domain="positive")
+unary_float("sin", np.sin, "sine")
+unary_float("cos", np.cos, "cosine")
+unary_float("tanh", np.tanh, "hyperbolic tangent")
+unary_float("logistic", _logistic, "sigmoid 1/(1+e^-x), computed stably")
+unary_float("erf", _erf, "the error function")
+unary_float("atan", np.arctan, "arc tangent")
+# The inverse functions, cbrt and hypot: mathlib's vectorized forms (kernel_ir/mathlib_arc.py)
+unary_float("asin", np.arcsin, "arc sine; nan outside [-1, 1]", domain="unit")
+unary_float("acos", np.arccos, "arc cosine; nan outside [-1, 1]", domain="unit")
+unary_float("asinh", np.arcsinh, "inverse hyperbolic sine")
+unary_float("acosh", np.arccosh, "inverse hyperbolic cosine; nan below 1", domain="above_one")
 unary_float("atanh", np.arctanh, "inverse hyperbolic tangent; ±inf at ±1, nan beyond",
-            domain="unit", libm="math.atanh")
-unary_float("cbrt", np.cbrt, "cube root, odd (cbrt(-8) = -2)", domain="away_from_zero",
-            libm="np.cbrt")
+            domain="unit")
+unary_float("cbrt", np.cbrt, "cube root, odd (cbrt(-8) = -2)", domain="away_from_zero")
 binary_float("atan2", np.arctan2, "`np.arctan2(x, y)`: the angle of the point (y, x), in "
-             "[-π, π]", libm="math.atan2")
-binary_float("hypot", np.hypot, "√(x² + y²) without overflow; inf if either is inf",
-             libm="math.hypot")
+             "[-π, π]")
+binary_float("hypot", np.hypot, "√(x² + y²) without overflow; inf if either is inf")
 define("signbit", "elementwise", _float_predicate, np.signbit, section="Elementwise",
        doc=Doc(FLOAT, "", "bool, x's shape", "the sign bit: true for x < 0, -0.0 and -nan; "
-               "no gradient"),
-       numba="np.signbit({0})")
+               "no gradient"))
 for _name, _np, _what in (("floor", "floor", "round down"), ("ceil", "ceil", "round up"),
                           ("round", "rint", "round to nearest, ties to even (`np.rint`)"),
                           ("trunc", "trunc", "round toward zero")):
-    unary_float(_name, getattr(np, _np), f"{_what}; no gradient", numba=f"np.{_np}({{0}})")
+    unary_float(_name, getattr(np, _np), f"{_what}; no gradient")
 
-unary_numeric("neg", np.negative, "-x", numba="(-{0})")
-unary_numeric("abs", np.abs, "\\|x\\|", domain="away_from_zero", numba="abs({0})")
-unary_numeric(
-    "sign", np.sign, "-1, 0 or 1 (x itself for nan)",
-    numba={"f": "({one} if {0} > {zero} else ({minus_one} if {0} < {zero} else {0}))",
-           "i64": "({one} if {0} > {zero} else ({minus_one} if {0} < {zero} else {zero}))"})
+unary_numeric("neg", np.negative, "-x")
+unary_numeric("abs", np.abs, "\\|x\\|", domain="away_from_zero")
+unary_numeric("sign", np.sign, "-1, 0 or 1 (x itself for nan)")
 
-binary("add", np.add, "x + y", numba="({0} + {1})")
-binary("sub", np.subtract, "x - y", numba="({0} - {1})")
-binary("mul", np.multiply, "x * y", numba="({0} * {1})")
-binary("div", _div, "x / y (floor division for i64)", domain=("normal", "away_from_zero"),
-       numba={"f": "({0} / {1})", "i64": "({0} // {1})"})
-binary("pow", np.power, "x ** y", domain=("positive", "normal"),
-       numba={"f": "({0} ** {1})", "i64": "ipow({0}, {1})"})
-for _name, _np, _cmp in (("maximum", np.maximum, "oge"), ("minimum", np.minimum, "ole")):
-    # the first operand if it wins or is nan, else the second
-    binary(_name, _np, f"{_name[:3]}(x, y); nan propagates", domain=("distinct", "distinct"),
-           numba=f"({{0}} if {{0}} {'>=' if _cmp == 'oge' else '<='} {{1}} or {{0}} != {{0}} "
-                 "else {1})")
+binary("add", np.add, "x + y")
+binary("sub", np.subtract, "x - y")
+binary("mul", np.multiply, "x * y")
+binary("div", _div, "x / y (floor division for i64)", domain=("normal", "away_from_zero"))
+binary("pow", np.power, "x ** y", domain=("positive", "normal"))
+for _name, _np in (("maximum", np.maximum), ("minimum", np.minimum)):
+    binary(_name, _np, f"{_name[:3]}(x, y); nan propagates", domain=("distinct", "distinct"))
 binary("remainder", np.remainder, "`np.remainder` (Python's `%`: the sign of y); an i64 x % 0 "
-       "is 0", domain=("normal", "away_from_zero"), numba="({0} % {1})")
+       "is 0", domain=("normal", "away_from_zero"))
 binary("fmod", np.fmod, "`np.fmod` (the sign of x); an i64 x % 0 is 0",
-       domain=("normal", "away_from_zero"),
-       numba={"f": "np.fmod({0}, {1})",
-              "i64": "({0} % {1} - ({1} if {0} % {1} != 0 and ({0} < 0) != ({1} < 0) else 0))"})
+       domain=("normal", "away_from_zero"))
 
 comparison("lt", np.less, "<")
 comparison("le", np.less_equal, "<=")
@@ -230,19 +213,15 @@ comparison("ge", np.greater_equal, ">=")
 comparison("eq", np.equal, "==")
 comparison("ne", np.not_equal, "!=")
 
-for _name, _np, _op in (("and", np.logical_and, "&"), ("or", np.logical_or, "|")):
+for _name, _np in (("and", np.logical_and), ("or", np.logical_or)):
     define(_name, "elementwise", _logical, _logical_impl(_np), section="Elementwise",
            doc=Doc("x, y: equal bool or i64 types", "", "same as x",
-                   f"logical {_name} (np.logical_{_name}; 0 or 1 for i64)"),
-           numba={"bool": f"({{0}} {_op} {{1}})",
-                  "i64": f"np.int64(({{0}} != 0) {_op} ({{1}} != 0))"})
+                   f"logical {_name} (np.logical_{_name}; 0 or 1 for i64)"))
 define("not", "elementwise", _not, _logical_impl(np.logical_not), section="Elementwise",
-       doc=Doc("x: bool or i64", "", "same as x", "logical not (0 or 1 for i64)"),
-       numba={"bool": "(not {0})", "i64": "np.int64({0} == 0)"})
+       doc=Doc("x: bool or i64", "", "same as x", "logical not (0 or 1 for i64)"))
 define("select", "elementwise", _select_rule, np.where, section="Elementwise",
        doc=Doc("pred: bool, on_true, on_false: equal types, pred's shape", "",
-               "same as on_true", "`np.where(pred, on_true, on_false)`"),
-       numba="({1} if {0} else {2})")
+               "same as on_true", "`np.where(pred, on_true, on_false)`"))
 define("convert", "elementwise", _convert_rule, _convert, section="Elementwise",
        doc=Doc("x", '`dtype`: "f32"/"f64"/"i64"/"bool"', "x's shape, `dtype`",
                "`x.astype(dtype)`"))

@@ -60,11 +60,9 @@ def _arrays(out):
     return tuple(np.asarray(o) for o in out) if type(out) is tuple else np.asarray(out)
 
 
-def eval_function(fn, args, hosts=None) -> list:
-    """Run a Function on concrete arrays, one op at a time: the reference semantics. `hosts`
-    maps some ops to callables that run them instead (the numba backend's compiled loops)."""
+def eval_function(fn, args) -> list:
+    """Run a Function on concrete arrays, one op at a time: the reference semantics."""
     env = {}
-    hosts = hosts or {}
 
     def read(v):
         return env[v]
@@ -82,9 +80,7 @@ def eval_function(fn, args, hosts=None) -> list:
     deaths = _deaths(fn)
     for op, dead in zip(fn.ops, deaths):
         try:
-            host = hosts.get(op)
-            out = host(*[read(v) for v in op.inputs]) if host else \
-                apply(op.prim, [read(v) for v in op.inputs], op.params)
+            out = apply(op.prim, [read(v) for v in op.inputs], op.params)
         except IndexError as e:     # a gather's index out of bounds: say where it was used
             raise IndexError(f"{e} (at {op.loc})" if op.loc else str(e)) from None
         if len(op.outputs) == 1:

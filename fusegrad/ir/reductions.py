@@ -1,7 +1,7 @@
 """Reductions, scans and matrix products: each one's shape rule, NumPy semantics and docs row.
 
-Compiled loops fold reductions with codegen/templates.py's reduction_init/update; cumsum is a
-scan step and matmul a BLAS call (or, for a few terms, a fused loop).
+Compiled loops fold reductions with an (identity, combine) row each (codegen/kernel_ir/build.py's
+REDUCTIONS); cumsum is a scan step and matmul a BLAS call (or, for a few terms, a fused loop).
 """
 
 from __future__ import annotations

@@ -10,11 +10,6 @@ A primitive is a name, as in jax.lax. Its entry, written once in one of the cate
     impl        the NumPy reference implementation: impl(*arrays, **params). It is the
                 semantics of the IR; interp, constant folding, the eager engine and compiled
                 host steps all evaluate it (evaluate.apply)
-    numba       elementwise only: the scalar Numba expression, `{0}`, `{1}` the operands and
-                `{zero}`, `{one}`, `{minus_one}` constants of the operand dtype; a string, or a
-                dict keyed by dtype ("f" for both floats)
-    libm        elementwise transcendental functions: the scalar call (`math.tanh`) a kernel
-                makes where codegen/mathlib.py has no inlined, vectorizable version
     scalar      elementwise: the scalar math as a rule over codegen/kernel_ir's builder,
                 rule(b, *operands, **params) -> register; the kernel IR's renderers share it
     lower       composites: lower(lax, *inputs, **params), written with the `lax` module it is
@@ -67,8 +62,6 @@ class Primitive:
     category: str
     shape_rule: Callable
     impl: Callable
-    numba: str | dict | None = None
-    libm: str | None = None
     scalar: Callable | None = None
     lower: Callable | None = None
     doc: Doc = field(default_factory=Doc)

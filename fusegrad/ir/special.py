@@ -1,9 +1,8 @@
 """Special functions (issue 14): log-gamma and the gamma family, the complementary and inverse
 error functions, log Φ (log_ndtr) and the modified Bessel functions of orders 0 and 1.
 
-Where Numba evaluates the function itself (math.lgamma, math.erfc and math.gamma are C's
-lgamma, erfc and tgamma), the primitive is elementwise: it fuses into loops (the kernel IR
-calls C's function: the builder's `libm` op). The others have no Numba form and are "host"
+Where C has the function (lgamma, erfc and tgamma), the primitive is elementwise: it fuses
+into loops (the kernel IR calls C's function: the builder's `libm` op). The others are "host"
 primitives: compiled code calls SciPy's ufunc between kernels. Either way the reference
 implementation (interp, eager, constant folding, host steps) is scipy.special's ufunc, imported
 on the first evaluation, so `import fusegrad` does not pay SciPy's ~0.5 s; results keep the
@@ -52,11 +51,10 @@ def _polygamma_rule(prim, x, *, n):
     return x
 
 
-def _libm(name, scipy_name, libm, semantics, domain):
-    """An elementwise special function that Numba evaluates with `libm`."""
+def _libm(name, scipy_name, semantics, domain):
+    """An elementwise special function compiled code computes with C's (its scalar rule)."""
     define(name, "elementwise", _unary_float, _scipy_unary(scipy_name), section=SECTION,
-           libm=libm, domain=domain,
-           doc=Doc(FLOAT, "", "same as x", semantics))
+           domain=domain, doc=Doc(FLOAT, "", "same as x", semantics))
 
 
 def _host(name, scipy_name, semantics):
@@ -67,11 +65,9 @@ def _host(name, scipy_name, semantics):
 
 # -- the table ------------------------------------------------------------------------------
 
-_libm("lgamma", "gammaln", "math.lgamma", "log\\|Γ(x)\\| (`scipy.special.gammaln`)",
-      "positive")
-_libm("gamma", "gamma", "math.gamma", "Γ(x) (`scipy.special.gamma`)", "positive")
-_libm("erfc", "erfc", "math.erfc", "1 - erf(x) without cancellation "
-      "(`scipy.special.erfc`)", "normal")
+_libm("lgamma", "gammaln", "log\\|Γ(x)\\| (`scipy.special.gammaln`)", "positive")
+_libm("gamma", "gamma", "Γ(x) (`scipy.special.gamma`)", "positive")
+_libm("erfc", "erfc", "1 - erf(x) without cancellation (`scipy.special.erfc`)", "normal")
 
 define("polygamma", "host", _polygamma_rule, _polygamma, section=SECTION,
        doc=Doc(FLOAT, "`n`: int ≥ 0", "same as x",

@@ -1,7 +1,7 @@
 """Shape, indexing and creation primitives: each one's shape rule, NumPy semantics and docs row.
 
-Compiled code computes these as index maps inside loops (codegen/index_maps.py), so they have no
-scalar template; their gradients are other primitives of this file (slice <-> pad, take <->
+Compiled code computes these as affine index maps inside loops (codegen/kernel_ir/build.py), so
+they have no scalar rule; their gradients are other primitives of this file (slice <-> pad, take <->
 scatter_add).
 """
 

@@ -26,7 +26,7 @@ PARAM, CONST, INLINE, NODE = "param", "const", "inline", "node"
 MAX_KERNEL_OPS = 256        # Numba's compile time grows faster than linearly with a function
 # A float matmul of 2-D operands summing at most this many terms is a kernel member, not a
 # BLAS call: SMALL_DOT_K fused multiply-adds per element in a loop that vectorizes over the
-# output's columns (codegen/index_maps.py). ?gemm spends more on packing and on waking its
+# output's columns (codegen/kernel_ir/build.py). ?gemm spends more on packing and on waking its
 # threads than on such a product (an MLP's dH = dl @ W2.T with 10 classes: 115-365 us through
 # OpenBLAS on 2 cores, against 70-150 us for the loop alone), and fused into its consumer the
 # product never goes through memory.

@@ -9,8 +9,8 @@ moved into the enclosing group, every buffer and register renamed (`_embed`):
     consts, operands        the op's operands' own buffers
     carries k...            two regions each, trading places: trip i reads region i & 1 and
                             writes region 1 - (i & 1), so a result that aliases its own or
-                            another carry is never overwritten before it is read (the rule
-                            codegen/loops.py follows with Numba); the initial carries are
+                            another carry is never overwritten before it is read; the
+                            initial carries are
                             copied into region 0 first, the final ones out of the region the
                             trip count picks (a scan's length; a while_loop counts its trips
                             in an i64 cell of the arena, and its cond writes a bool cell)

@@ -1,11 +1,13 @@
 """Host steps: ops the kernel IR runs in Python between compiled parts (nodes.Host).
 
 Linear algebra, sorts, the special functions NumPy and SciPy compute (erfinv, i0, polygamma...),
-ode_solve and require_zero run their registry implementation; scan, while_loop and cond run
-their loop or branch in Python around nested Functions compiled on their own (codegen/loops.py's
-host). A step reads its operands as NumPy views of their buffers and writes each result into
-its own buffer, converted as the interpreter converts (evaluate.eval_function), so a host step
-computes what interp computes, bit for bit.
+ode_solve and require_zero run their registry implementation, and so do the few ops with no
+compiled form (cover.host_reason); scan, while_loop and cond whose Functions hold a host step
+run their loop or branch in Python (`control`) around those Functions compiled on their own,
+each computing what the interpreter computes for it, so the loop does too. A step reads its
+operands as NumPy views of their buffers and writes each result into its own buffer,
+converted as the interpreter converts (evaluate.eval_function), so a host step computes what
+interp computes, bit for bit.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import math
 
 import numpy as np
 
+from ...ir.control import nested
 from ...ir.evaluate import apply
 from .nodes import ITEMSIZE, Host
 
@@ -41,9 +44,8 @@ def step(node: Host, compile_fn):
     """`run(arrays, status)`: the host step on the table of arrays. compile_fn compiles the nested
     Functions of control flow (codegen.compile.compile_numba), now."""
     op = node.op
-    if op.prim in ("scan", "while_loop", "cond"):
-        from .. import loops
-        impl = loops.host(op, compile_fn)
+    if op.prim in _RUNS:
+        impl = control(op, compile_fn)
     else:
         def impl(*args):
             return apply(op.prim, list(args), op.params)
@@ -64,3 +66,47 @@ def step(node: Host, compile_fn):
             view(arrays, b, shape)[...] = x
     run.compiled = getattr(impl, "compiled", {})
     return run
+
+
+def control(op, compile_fn):
+    """The loop or branch of a control-flow op in Python: its nested Functions compiled now
+    (compile_fn(fn, scan=(num_consts, num_carry) for a scan's body, else None)), called with
+    the operands and returning the outputs (one, or a tuple)."""
+    scan = (op.params["num_consts"], op.params["num_carry"]) if op.prim == "scan" else None
+    compiled = {key: compile_fn(fn, scan=scan) for key, fn in nested(op)}
+    run, params = _RUNS[op.prim], op.params
+
+    def impl(*args):
+        outs = run(compiled, [np.asarray(a, NP[v.dtype]) for a, v in zip(args, op.inputs)],
+                   **params)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+    impl.compiled = compiled
+    return impl
+
+
+def _scan(compiled, args, *, body, length, reverse, num_consts, num_carry):
+    step, n = compiled["body"], num_consts + num_carry
+    consts, carry, xs = args[:num_consts], args[num_consts:n], args[n:]
+    ys = [np.empty((length,) + t.shape, NP[t.dtype]) for t in body.result_types[num_carry:]]
+    for i in range(length - 1, -1, -1) if reverse else range(length):
+        outs = step(consts + carry + [x[i] for x in xs])
+        carry = outs[:num_carry]
+        for y, out in zip(ys, outs[num_carry:]):
+            y[i] = out
+    return carry + ys
+
+
+def _while_loop(compiled, args, *, cond, body, cond_nconsts, body_nconsts):
+    test, step, n = compiled["cond"], compiled["body"], cond_nconsts + body_nconsts
+    cond_consts, consts, carry = args[:cond_nconsts], args[cond_nconsts:n], args[n:]
+    while test(cond_consts + carry)[0]:
+        carry = step(consts + carry)
+    return carry
+
+
+def _cond(compiled, args, *, true_branch, false_branch):
+    pred, *operands = args
+    return compiled["true_branch" if pred else "false_branch"](operands)
+
+
+_RUNS = {"scan": _scan, "while_loop": _while_loop, "cond": _cond}

@@ -1,11 +1,11 @@
-"""codegen/mathlib.py's functions as rules over the scalar builder: exp, expm1, log, log1p,
-tanh, logistic and erf here; the arc functions, cbrt and hypot in mathlib_arc.py.
+"""mathlib: branch-free math as rules over the scalar builder: exp, expm1, log, log1p, tanh,
+logistic and erf here; the arc functions, cbrt and hypot in mathlib_arc.py, pow in
+mathlib_pow.py.
 
-The same algorithms, constants and order of operations as mathlib.py's Numba functions
-(Cody-Waite reduction with fma, a Horner fma chain, exponent-bit reconstruction, selects
-for the special values), so the kernel IR's loops vectorize them and their results match
-the Numba backend's; the constant tables are codegen/math_tables.py's, which mathlib.py shares.
-sin and cos are not here: mathlib.py's Cody-Waite reduction is accurate only below |x| = 2**43
+Cody-Waite reduction with fma, a Horner fma chain, exponent-bit reconstruction, selects for
+the special values, so the kernel IR's loops vectorize them, and both renderings give the
+same bits; the constant tables are codegen/math_tables.py's. sin and cos are not here: a
+Cody-Waite reduction is accurate only below |x| = 2**43
 and silently wrong (though in [-1, 1]) above, and a full-range reduction (Payne-Hanek) needs a
 table lookup the builder lacks, so their rules call C's sin and cos (builder.libm), correct
 everywhere and NumPy's float64 bits, at the price of loops that do not vectorize. The measured

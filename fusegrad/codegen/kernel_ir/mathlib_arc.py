@@ -1,7 +1,25 @@
-"""codegen/mathlib_arc.py's atan, atan2, asin, acos, asinh, acosh, atanh, cbrt and hypot as
-rules over the scalar builder: the same algorithms, constants and order of operations (that
-module's docstring explains them and gives their accuracy), so the kernel IR's loops vectorize
-them. asinh, acosh and atanh call mathlib.py's log kernel (`log_kernel`).
+"""mathlib's atan, atan2, asin, acos, asinh, acosh, atanh, cbrt and hypot as rules over the
+scalar builder, branch-free so the kernel IR's loops vectorize them (their accuracy in ulps is
+tests/test_kernel_ir_math.py's MAX_ULP).
+
+atan family. Everything reduces to atan(n/d) for 0 <= n <= d, which is k pi/4 + t with t =
+atan(r), |r| <= tan(pi/8), and r = n/d (k = 0) or (n - d)/(n + d) (k = 1): one division either
+way, chosen by select, and the difference n - d is exact where it is taken (Sterbenz). t is an
+odd polynomial r + r z P(z), z = r**2 (minimax, relative weight). The quadrant bookkeeping of
+atan (1/x above 1), atan2 (swap, x < 0) and asin/acos (atan2 of x and sqrt(1 - x**2), the
+latter an fma) maps k to 0..4 and a sign s, and the result is k pi/4 + s t with pi/4 split in
+hi + lo, hi short enough that k hi is exact: one rounding at the end.
+
+asinh = log1p(|x| + x**2 / (1 + sqrt(1 + x**2))), acosh = log1p(t + sqrt(t**2 + 2t)) with
+t = x - 1, both log(2|x|) for huge x, through one call of mathlib.py's log kernel
+(`log_kernel`: log(u 2**k) + corr) whose arguments are selected, so one logarithm is evaluated
+either way. atanh = log1p(2a + 2a**2/(1 - a)) / 2 below a = 1/2 and log1p(2a / (1 - a)) / 2
+above, sharing the division.
+
+cbrt: m 2**k from the exponent bits, k = 3q + e, a degree-4 seed for cbrt(m) (1e-5) times
+2**(e/3), one Newton step (1e-10), and for float64 a second one whose residual y**3 - x is
+exact to a rounding thanks to fma. hypot: m sqrt(1 + (n/m)**2) with m = max, n = min of |x|,
+|y|, so nothing overflows or underflows before the result does.
 """
 
 from __future__ import annotations
@@ -42,8 +60,7 @@ def _core(b, n, d, dn, dd):
     r = b.fdiv(num, den)
     r_lo = b.fdiv(b.sub(b.add(b.fma(b.neg(r), den, num), e_num), b.mul(r, e_den)), den)
     # r_lo is right only where the residual num - r den is not subnormal; below, r alone is
-    # atan's correctly rounded value (codegen/mathlib_arc.py lacks this: atan2(2**-149,
-    # 1.57) was -0.0 in float32)
+    # atan's correctly rounded value (without this, atan2(2**-149, 1.57) was -0.0 in float32)
     keep = b.and_(b.lt(d, float("inf")), b.ge(b.fabs(r), _NORMAL_R[n.dtype]))
     return b.select(mid, one, zero), b.select(both_inf, zero, r), b.select(keep, r_lo, zero)
 

@@ -9,7 +9,6 @@ mathlib's two parts (k hi exact). y log|x| is an fma product (hi + lo); exp is m
 with lo folded into its reduced argument by TwoSum. float32 is computed in float64, one
 rounding at the end. C99's special values (pow(x, 0) = pow(1, y) = 1, nan for a negative x to a
 non-integer y, the sign of an odd integer power, +-0, +-inf, (+-1)**inf = 1) are selects.
-This has no counterpart in codegen/mathlib.py, whose kernels called pow.
 """
 
 from __future__ import annotations

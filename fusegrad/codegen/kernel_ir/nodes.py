@@ -34,7 +34,7 @@ before it, then the step, then the parts after, all on the same table of arrays.
 reads each input (Buffer, shape) as a NumPy view of that buffer (a C-contiguous array of the
 buffer's dtype and that shape, starting `byte` bytes into slot `slot`), calls op's registry
 implementation on them (for scan, while_loop and cond: the loop or branch run in Python
-around its nested Functions, each compiled on its own, as codegen/loops.host does), converts
+around its nested Functions, each compiled on its own: host.control), converts
 each result to its output's dtype as the interpreter does (`astype`, unsafe casting; a 0-d
 result is one element) and writes it into the output's buffer. Its inputs and outputs never
 overlap (the plan gives a group's outputs ranges its operands do not use). An IndexError it

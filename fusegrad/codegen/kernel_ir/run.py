@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..templates import empty, poison_on
+from .poison import empty, poison_on
 from . import llvm as render
 from . import host
 from .jit import FLOAT_OFFSET, ITEMS_OFFSET, machine_code
