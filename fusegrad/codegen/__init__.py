@@ -13,8 +13,8 @@ the Numba rendering's on Numba's OpenMP pool. GNU OpenMP threads spin for up to 
 after each parallel loop by default, and on a machine with few cores they take the cores
 OpenBLAS threads need. So, when Numba loads OpenMP and unless set already,
 OMP_WAIT_POLICY=PASSIVE with GOMP_SPINCOUNT=1000: a thread spins a few microseconds, enough
-for back-to-back loops, then yields its core. The two variables are set only while Numba loads OpenMP
-(compile.start_threads) and removed again: the user's environment stays theirs."""
+for back-to-back loops, then yields its core. The two variables are set only while Numba loads
+OpenMP (compile.start_threads) and removed again: the user's environment stays theirs."""
 
 from .compile import Executable, cache_dir, compile_numba, njit_options
 
