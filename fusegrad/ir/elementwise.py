@@ -164,6 +164,9 @@ unary_float("exp", np.exp, "e^x", libm="math.exp")
 unary_float("log", np.log, "ln x", domain="positive", libm="math.log")
 unary_float("log1p", np.log1p, "ln(1 + x)", domain="positive", libm="math.log1p")
 unary_float("expm1", np.expm1, "e^x - 1", libm="math.expm1")
+unary_float("exp2", np.exp2, "2^x, exact at integers", libm="np.exp2")
+unary_float("log2", np.log2, "log₂ x, exact at powers of two", domain="positive",
+            libm="np.log2")
 unary_float("sqrt", np.sqrt, "√x", domain="positive", numba="np.sqrt({0})")
 unary_float("rsqrt", _rsqrt, "1/√x", domain="positive", numba="({one} / np.sqrt({0}))")
 unary_float("sin", np.sin, "sine", libm="math.sin")
@@ -354,7 +357,7 @@ _SCALAR = {
     "ceil": lambda b, x: b.neg(b.floor(b.neg(x))),
     "trunc": lambda b, x: b.copysign(b.floor(b.fabs(x)), x),
     **{name: _math(name) for name in (
-        "exp", "expm1", "log", "log1p", "tanh", "logistic", "erf", "atan",
+        "exp", "expm1", "exp2", "log", "log1p", "log2", "tanh", "logistic", "erf", "atan",
         "asin", "acos", "asinh", "acosh", "atanh", "cbrt")},
     "sin": lambda b, x: b.libm("sin", x), "cos": lambda b, x: b.libm("cos", x),
     "atan2": lambda b, x, y: b.math("atan2", x, y),
