@@ -1,4 +1,5 @@
-"""The differentiation transforms: grad, value_and_grad, vjp, hessian, hvp, elementwise_grad.
+"""The differentiation transforms: grad, value_and_grad, vjp, elementwise_grad (forward.py
+builds jvp, jacfwd, jacrev, hessian and hvp on them).
 
 Each transform has two interpretations, chosen when the transformed function is called:
 
@@ -13,7 +14,7 @@ Each transform has two interpretations, chosen when the transformed function is 
   below the outermost one the backward pass is recorded (create_graph) and Tensors are returned,
   so the enclosing transform differentiates through them. The outermost returns NumPy arrays.
 
-hessian, hvp and elementwise_grad are compositions of grad and vjp, so they work in both worlds.
+elementwise_grad is grad of a sum, so it works in both worlds.
 """
 
 from __future__ import annotations
@@ -114,49 +115,6 @@ def vjp(fun, *primals):
         with gc_paused():
             return _traced_vjp(fun, primals)
     return _eager_vjp(fun, primals)
-
-
-def hessian(fun, argnums=0):
-    """The Hessian of a scalar `fun`: the Jacobian of its gradient, one vjp per element.
-
-    For one array argument of shape s the result has shape s + s; for pytrees or a tuple
-    argnums it is nested as H[i][j], both levels in the structure of the chosen arguments.
-    """
-    @functools.wraps(fun)
-    def hessian_fun(*args):
-        nums = chosen_argnums(argnums, len(args), "hessian")
-        chosen = [args[i] for i in nums]
-
-        def grad_of_chosen(*xs):
-            return grad(fun, argnums=nums)(*replace_args(args, nums, xs))
-
-        g, vjp_fn = vjp(grad_of_chosen, *chosen)
-        return jacobian_rows(g, vjp_fn, chosen, isinstance(argnums, int))
-    return hessian_fun
-
-
-def hvp(fun, primals, tangents):
-    """The Hessian-vector product H(primals) @ tangents, reverse over reverse.
-
-    `primals` and `tangents` are tuples of the arguments and matching directions; the result
-    is a tuple with one product per primal, or the product itself for a single primal.
-    """
-    primals, tangents = tuple(primals), tuple(tangents)
-    if len(primals) != len(tangents):
-        raise ValueError(f"hvp needs one tangent per primal, got {len(primals)} primals and "
-                         f"{len(tangents)} tangents")
-    nums = tuple(range(len(primals)))
-
-    def directional(*xs):
-        grads = grad(fun, argnums=nums)(*xs)
-        g_leaves, _ = flatten(grads)
-        v_leaves, _ = flatten(tangents)
-        if len(g_leaves) != len(v_leaves):
-            raise ValueError("hvp: tangents must have the structure of primals")
-        return sum(fnp.sum(fnp.multiply(g, v)) for g, v in zip(g_leaves, v_leaves))
-
-    out = grad(directional, argnums=nums)(*primals)
-    return out[0] if len(primals) == 1 else out
 
 
 def elementwise_grad(fun, argnums=0):
@@ -445,36 +403,3 @@ def _eager_vjp(fun, primals):
                              retain_graph=True)
         return tuple(_finish(unflatten_per_arg(trees, grads), keep))
     return _finish(out, nested), vjp_fn
-
-
-# -- Jacobians from vjp rows (hessian) ------------------------------------------------------
-
-def jacobian_rows(out, vjp_fn, chosen, single: bool):
-    """J[i][j] = d out_leaf_i / d in_leaf_j, one vjp per element of each output leaf.
-
-    `out` has the structure of the tuple `chosen`; so has the result, at both levels, and for
-    a single argument (`single`) both levels are unwrapped.
-    """
-    out_leaves, out_tree = flatten(out)
-    in_leaves, in_tree = flatten(tuple(chosen))
-    zeros = [np.zeros(fnp._shape(o), fnp._dtype(o)) for o in out_leaves]
-    blocks = []
-    for i, o in enumerate(out_leaves):
-        rows = [[] for _ in in_leaves]
-        for k in range(zeros[i].size):
-            cts = list(zeros)
-            cts[i] = np.zeros_like(zeros[i])
-            cts[i].reshape(-1)[k] = 1
-            for j, r in enumerate(flatten(vjp_fn(unflatten(out_tree, cts)))[0]):
-                rows[j].append(r)
-        inner = unflatten(in_tree, [_block(rows[j], o, x) for j, x in enumerate(in_leaves)])
-        blocks.append(inner[0] if single else inner)
-    outer = unflatten(out_tree, blocks)
-    return outer[0] if single else outer
-
-
-def _block(rows, o, x):
-    shape = tuple(fnp._shape(o)) + tuple(fnp._shape(x))
-    if not rows:
-        return np.zeros(shape, fnp._dtype(x))
-    return fnp.reshape(fnp.stack(rows), shape)

@@ -12,7 +12,8 @@ import pytest
 
 import fusegrad as fg
 from fusegrad.runtime.tensor import tensor
-from fusegrad.transforms import grad, hessian, value_and_grad, vjp
+from fusegrad import hessian
+from fusegrad.transforms import grad, value_and_grad, vjp
 
 
 def interp(fun):

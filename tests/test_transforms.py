@@ -1,4 +1,4 @@
-"""grad, value_and_grad, vjp, hessian and hvp: the public contract, eager and under jit.
+"""grad, value_and_grad, vjp, and fg.hessian and fg.hvp on them: the contract, eager and jit.
 
 The seed examples run through fg.jit(..., backend="interp") and eagerly: tanh derivatives of
 order 1-3 at 0.5 and the Hessian [[-4, 3], [3, 0]] of w0^2 * w1 at (1.5, -2.0) from the course
@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import fusegrad as fg
-from fusegrad.transforms import grad, hessian, hvp, value_and_grad, vjp
+from fusegrad import hessian, hvp
+from fusegrad.transforms import grad, value_and_grad, vjp
 
 
 def interp(fun):

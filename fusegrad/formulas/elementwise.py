@@ -29,6 +29,16 @@ def expm1(g, out, x):
     return (g * (out + 1),)
 
 
+@_vjp("exp2", "Exp2Backward", reads="out")
+def exp2(g, out, x):
+    return (g * out * math.log(2.0),)
+
+
+@_vjp("log2", "Log2Backward", reads="x")
+def log2(g, out, x):
+    return (g / (x * math.log(2.0)),)
+
+
 @_vjp("log", "LogBackward", reads="x")
 def log(g, out, x):
     return (g / x,)

@@ -163,6 +163,8 @@ unary_float("exp", np.exp, "e^x")
 unary_float("log", np.log, "ln x", domain="positive")
 unary_float("log1p", np.log1p, "ln(1 + x)", domain="positive")
 unary_float("expm1", np.expm1, "e^x - 1")
+unary_float("exp2", np.exp2, "2^x, exact at integers")
+unary_float("log2", np.log2, "log₂ x, exact at powers of two", domain="positive")
 unary_float("sqrt", np.sqrt, "√x", domain="positive")
 unary_float("rsqrt", _rsqrt, "1/√x", domain="positive")
 unary_float("sin", np.sin, "sine")
@@ -333,7 +335,7 @@ _SCALAR = {
     "ceil": lambda b, x: b.neg(b.floor(b.neg(x))),
     "trunc": lambda b, x: b.copysign(b.floor(b.fabs(x)), x),
     **{name: _math(name) for name in (
-        "exp", "expm1", "log", "log1p", "tanh", "logistic", "erf", "atan",
+        "exp", "expm1", "exp2", "log", "log1p", "log2", "tanh", "logistic", "erf", "atan",
         "asin", "acos", "asinh", "acosh", "atanh", "cbrt")},
     "sin": lambda b, x: b.libm("sin", x), "cos": lambda b, x: b.libm("cos", x),
     "atan2": lambda b, x, y: b.math("atan2", x, y),

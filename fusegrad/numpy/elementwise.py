@@ -4,11 +4,11 @@ Float functions (exp, tanh, ...) promote integer and bool operands to float64 as
 on two bools add and maximum are `or`, multiply and minimum `and`.
 
 One primitive each: the FLOAT_UNARY table (arcsin, arccos, arctan, arcsinh, arccosh, arctanh,
-cbrt, ...), arctan2, hypot, signbit. Compositions, computed as NumPy computes them so that
+cbrt, exp2, log2, ...), arctan2, hypot, signbit. Compositions, computed as NumPy computes them so that
 eager and interp give NumPy's bits: sinc (sin(pi x)/(pi x)), logaddexp (max + log1p(exp(-|d|)),
 equal infinities giving themselves), deg2rad & co. (x times NumPy's constant, rounded in
 float32 for float32), copysign and fabs, fmax/fmin, heaviside, nan_to_num, isnan/isinf/
-isfinite, clip. logaddexp2 goes through exp2 = exp(x ln 2), within an ulp of NumPy's.
+isfinite, clip, logaddexp2 (max + log1p(2**-|d|) / ln 2).
 
 Kinks and conventions (as PyTorch or JAX):
     clip: g to x inside the closed range; g to a bound where it is active (x strictly past
@@ -51,7 +51,7 @@ FLOAT_UNARY = {
     np.exp: "exp", np.log: "log", np.log1p: "log1p", np.expm1: "expm1", np.sqrt: "sqrt",
     np.sin: "sin", np.cos: "cos", np.tanh: "tanh", np.arctan: "atan",
     np.arcsin: "asin", np.arccos: "acos", np.arcsinh: "asinh", np.arccosh: "acosh",
-    np.arctanh: "atanh", np.cbrt: "cbrt",
+    np.arctanh: "atanh", np.cbrt: "cbrt", np.exp2: "exp2", np.log2: "log2",
 }
 UFUNC_FUNCTIONS = {ufunc: _float_unary(prim, ufunc.__name__) for ufunc, prim in FLOAT_UNARY.items()}
 globals().update((ufunc.__name__, fn) for ufunc, fn in UFUNC_FUNCTIONS.items())  # exp, arctan...
@@ -110,14 +110,6 @@ def square(x):
 
 def reciprocal(x):
     return true_divide(1.0, x)
-
-
-def exp2(x):
-    return exp(multiply(x, math.log(2.0)))
-
-
-def log2(x):
-    return true_divide(log(x), math.log(2.0))
 
 
 def log10(x):
@@ -361,7 +353,7 @@ HANDLED = {
     np.add: add, np.subtract: subtract, np.multiply: multiply, np.true_divide: true_divide,
     np.power: power, np.maximum: maximum, np.minimum: minimum, np.negative: negative,
     np.positive: positive, np.absolute: absolute, np.sign: sign, np.tan: tan, np.sinh: sinh,
-    np.cosh: cosh, np.exp2: exp2, np.log2: log2, np.log10: log10, np.square: square,
+    np.cosh: cosh, np.log10: log10, np.square: square,
     np.reciprocal: reciprocal, np.less: less, np.less_equal: less_equal, np.greater: greater,
     np.greater_equal: greater_equal, np.equal: equal, np.not_equal: not_equal,
     np.logical_and: logical_and, np.logical_or: logical_or, np.logical_not: logical_not,

@@ -91,6 +91,14 @@ def exp(b, x):
     return _ldexp(b, b.add(p, tail), k)
 
 
+def exp2(b, x):
+    """2**n exp(f ln 2) for x = n + f, |f| <= 1/2: f is exact, so integers give 2**n exactly."""
+    c, edge = _TABLES[x.dtype], 1100.0 if x.dtype == "f64" else 160.0    # past overflow
+    a = b.max(b.min(x, edge), -edge)
+    n = b.rint(a)
+    return _ldexp(b, exp(b, b.mul(b.sub(a, n), c["ln2"][0] + c["ln2"][1])), n)
+
+
 def _ratio(b, n, en, d, ed):
     rd = b.fdiv(b.const(1.0, d.dtype), d)
     q = b.mul(n, rd)
@@ -144,16 +152,34 @@ def log_kernel(b, u, k0, corr):
                              hfsq), f), b.mul(k, ln2hi))
 
 
-def log(b, x):
+def _normal(b, x):
+    """(u, k): x = u 2**k with u normal, subnormal x scaled up."""
     c = _TABLES[x.dtype]
-    zero, inf = b.const(0.0, x.dtype), b.const(float("inf"), x.dtype)
-    up_k = c["tiny_scale"]
     sub = b.lt(x, c["tiny"])
-    out = log_kernel(b, b.select(sub, b.mul(x, 2.0 ** up_k), x),
-                     b.select(sub, b.const(-up_k, x.dtype), zero), zero)
+    return (b.select(sub, b.mul(x, 2.0 ** c["tiny_scale"]), x),
+            b.select(sub, b.const(-c["tiny_scale"], x.dtype), b.const(0.0, x.dtype)))
+
+
+def _log_edges(b, x, out):
+    """out, but x for x = inf or nan, nan below zero and -inf at zero."""
+    zero, inf = b.const(0.0, x.dtype), b.const(float("inf"), x.dtype)
     out = b.select(b.lt(x, inf), out, x)
     out = b.select(b.lt(x, zero), b.const(float("nan"), x.dtype), out)
     return b.select(b.eq(x, zero), b.const(float("-inf"), x.dtype), out)
+
+
+def log(b, x):
+    u, k = _normal(b, x)
+    return _log_edges(b, x, log_kernel(b, u, k, b.const(0.0, x.dtype)))
+
+
+def log2(b, x):
+    """k + log(m) / ln 2 for x = m 2**k, m in [√½, √2): exact at powers of two (m = 1)."""
+    u, k0 = _normal(b, x)
+    m, k = _frexp(b, u)
+    zero = b.const(0.0, x.dtype)
+    scaled = b.mul(log_kernel(b, m, zero, zero), 1.0 / np.log(2.0))
+    return _log_edges(b, x, b.add(b.add(k, k0), scaled))
 
 
 def log1p(b, x):
@@ -185,5 +211,5 @@ def erf(b, x):
     return b.copysign(b.select(b.lt(a, 1.0), small, large), x)
 
 
-FUNCTIONS = {"exp": exp, "expm1": expm1, "log": log, "log1p": log1p, "tanh": tanh,
-             "logistic": logistic, "erf": erf}
+FUNCTIONS = {"exp": exp, "exp2": exp2, "expm1": expm1, "log": log, "log2": log2,
+             "log1p": log1p, "tanh": tanh, "logistic": logistic, "erf": erf}
