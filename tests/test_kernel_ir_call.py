@@ -3,7 +3,8 @@ and status on the entry's stack, or from the pool when the program raises or its
 large) and the general runner keep what a call must: results are new arrays on every call,
 never a previous call's; f64[] params pass as floats in any form; a Raise raises IndexError
 with the user's file:line and leaves the runner usable; poison fills the arena and the
-results; two threads calling at once each get their own answer."""
+results; two threads calling at once each get their own answer; big results are recycled
+once nothing holds them."""
 
 import threading
 
@@ -52,7 +53,7 @@ def agrees(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-13, atol=1e-15)
 
 
-@pytest.mark.parametrize("size", [3, 5000])
+@pytest.mark.parametrize("size", [3, 5000, 20_000])       # 20 000: results are recycled
 def test_each_call_returns_new_arrays(mode, size):
     x1, x2 = np.linspace(-2, 2, size), np.linspace(1, 3, size)
     run = compiled(several, x1, 0.5)
@@ -65,6 +66,32 @@ def test_each_call_returns_new_arrays(mode, size):
     arrays = [*first, *second, x1, x2]
     assert not any(np.shares_memory(a, b) for k, a in enumerate(arrays)
                    for b in arrays[k + 1:])
+
+
+def test_a_big_result_nobody_holds_is_recycled_and_one_held_never(mode, monkeypatch):
+    """A result of RECYCLE_BYTES or more comes back from a former call once its caller has
+    dropped it (and every view of it); held, it is never written again. Under poison the
+    recycled array is filled with NaN before the entry runs."""
+    monkeypatch.setenv("FUSEGRAD_POISON", "1")
+    made = []
+    monkeypatch.setattr(kir_run, "empty", lambda shape, *a: made.append(shape) or
+                        np.full(shape, np.nan))
+    size = kir_run.RECYCLE_BYTES // 8 + 1
+    x1, x2 = np.linspace(-2, 2, size), np.linspace(1, 3, size)
+    run = compiled(several, x1, 0.5)
+    first = run([x1, 0.5])
+    assert made.count((size,)) == 2             # y and exp(-x s): new
+    del first
+    second = run([x2, -1.5])
+    agrees(second, several_np(x2, -1.5))
+    assert made.count((size,)) == 2             # recycled, filled with NaN again
+    view = second[0][::2]
+    kept = view.copy()
+    del second
+    third = run([x1, 0.5])
+    agrees(third, several_np(x1, 0.5))
+    assert not np.shares_memory(third[0], view) and (view == kept).all()
+    assert made.count((size,)) == 3             # y's array is held through the view: new
 
 
 def aliases(x, s):

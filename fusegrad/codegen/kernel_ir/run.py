@@ -23,11 +23,12 @@ import ctypes
 import itertools
 import math
 import os
+import sys
 from typing import NamedTuple
 
 import numpy as np
 
-from .poison import empty, poison_on
+from .poison import POISON_VALUE, empty, poison_on
 from . import llvm as render
 from . import host
 from .jit import FLOAT_OFFSET, ITEMS_OFFSET, machine_code
@@ -290,14 +291,44 @@ def _copies(plan) -> list:
     return out
 
 
+# A result of at least this many bytes is made from the array a former call returned when
+# nothing holds that array any more (its reference count says so): a fresh np.empty of
+# megabytes is new pages, faulted in on first touch (W1 at 10**6: 800 faults, 3 ms of the
+# kernel's 9 a call), as NumPy's allocator never keeps them.
+RECYCLE_BYTES = 1 << 16
+
+
+def _allocator(shape, dtype, new, poison):
+    """make(): a new array for a result, or the one a former call returned if nobody holds
+    it now. The array is listed as spare while the call (then its caller) holds it, so no
+    other call takes it before it is free; under poison it is filled again."""
+    if math.prod(shape) * dtype.itemsize < RECYCLE_BYTES:
+        return None
+    spare, refs, garbage = [], sys.getrefcount, POISON_VALUE[dtype.name]
+
+    def make():
+        try:
+            a = spare.pop()
+        except IndexError:
+            a = None
+        if a is None or refs(a) != 2:        # held elsewhere: the caller kept it
+            a = new(shape, dtype)
+        elif poison:
+            a.fill(garbage)
+        spare.append(a)
+        return a
+    return make
+
+
 def runner(calls, plan, errors, quick=None):
     """run(leaves): the compiled entries (ctypes functions of the address of one tuple, the
     status cells and the table of arrays) and Python steps (host steps, Numba entries:
     functions of the table of arrays and the status cells) called in order; a result that is
     not its own array is copied out. A call takes an idle state (status cells, an arena with
     its views of the results it holds) or makes one, and leaves it idle when done: two threads
-    calling at once never share one, and the results are new arrays on every call. With
-    `quick` (compile_program's _quick_of), the quick runner."""
+    calling at once never share one, and the results are arrays no one else holds (new, or
+    big ones _allocator recycles). With `quick` (compile_program's _quick_of), the quick
+    runner."""
     poison = poison_on()
     fn = plan.fn
     results = [(r.shape, np.dtype(r.type.np_dtype)) for r in fn.results]
@@ -309,6 +340,7 @@ def runner(calls, plan, errors, quick=None):
     ascontiguous = np.ascontiguousarray
     new = (lambda shape, dtype: empty(shape, dtype.name, True)) if poison else np.empty
     idle: list = []                 # states no call holds
+    recycled = [_allocator(shape, dtype, new, poison) for shape, dtype in results]
 
     def state():
         arena = np.empty(plan.arena, np.uint8)
@@ -324,7 +356,7 @@ def runner(calls, plan, errors, quick=None):
 
     if quick is not None:
         return _quick(calls[0], quick, params, [p.shape for p in fn.params], results, consts,
-                      copies, (idle, state, fail, new))
+                      copies, (idle, state, fail, new, recycled))
 
     def in_order(objects):
         status, arrays = objects[0], objects[1:]
@@ -340,7 +372,8 @@ def runner(calls, plan, errors, quick=None):
         status, arena, views = held
         if poison:
             arena.fill(0xFF)
-        outs = [new(shape, dtype) for shape, dtype in results]
+        outs = [make() if make else new(shape, dtype)
+                for make, (shape, dtype) in zip(recycled, results)]
         objects = (status, arena, *[ascontiguous(x, dt) for x, dt in zip(leaves, params)],
                    *outs, *consts)
         try:
@@ -368,7 +401,7 @@ def _quick(entry, quick, params, shapes, results, consts, copies, helpers):
     items = [*[f"float(x{i})" for i in scalars],
              *(["None", "None"] if stack is not None else ["held[0]", "held[1]"]),
              *["None" if i in scalars else f"asc(x{i}, p{i})" for i in range(n)],
-             *[f"new(s{j}, d{j})" for j in range(len(results))],
+             *[f"m{j}()" if helpers[4][j] else f"new(s{j}, d{j})" for j in range(len(results))],
              *[f"c{k}" for k in range(len(consts))]]
     outs = [f"objects[{base + 1 + n + j}]" for j in range(len(results))]
     shapes = [None, *shapes, *(shape for shape, _ in results), *(c.shape for c in consts)]
@@ -392,8 +425,9 @@ def _quick(entry, quick, params, shapes, results, consts, copies, helpers):
         "def quick(leaves):",
         f"    {''.join(f'x{i}, ' for i in range(n))}= leaves" if n else "", *call,
         f"    return [{', '.join(outs)}]"])
-    idle, state, fail, new = helpers
+    idle, state, fail, new, recycled = helpers
     scope = {"idle": idle, "state": state, "fail": fail, "entry": entry, "new": new,
+             **{f"m{j}": make for j, make in enumerate(recycled)},
              "asc": np.ascontiguousarray, **{f"p{i}": dt for i, dt in enumerate(params)},
              **{f"s{j}": shape for j, (shape, _) in enumerate(results)},
              **{f"d{j}": dt for j, (_, dt) in enumerate(results)},
