@@ -292,6 +292,38 @@ def test_a_long_sum_adds_partial_sums_by_chunk_in_a_fixed_order(dtype, shape, ma
     agrees(fn, [x], got)
 
 
+@pytest.mark.parametrize("dtype", ["f64", "f32"])
+def test_math_and_its_full_sum_run_on_threads_in_chunks_of_lanes(dtype, many_chunks):
+    fn = math_and_sum((3000,), (0,), dtype)         # W1's kind: one loop of math and a sum
+    x = sample(dtype, (3000,))
+    threaded, serial = rewritten(fn), rewritten(fn, threads=False)
+    assert [s.extent for s in threaded[0].groups[0] if isinstance(s, Loop) and s.parallel]
+    assert not any(s.parallel for g in serial[0].groups for s in walk(g) if isinstance(s, Loop))
+    compiled = compile_program(*threaded, DATA_OFFSET)
+    assert "@fusegrad_threads_run(" in compiled[1]
+    want = run(*serial, [x])
+    for n in (len(pool().threads), 0, 1):
+        with workers(n):
+            got = compiled[0]([x])
+            assert all(g.tobytes() == w.tobytes() for g, w in zip(got, want))
+    e, width = got[1], 2 * LANES[dtype]             # loop_group.py's lanes, BLOCK of them
+    plain = build(fn, Plan(fn))[0].groups[0]
+    size = chunk_size(next(s for s in plain if isinstance(s, Loop)), visits) * width
+    whole = e.size - e.size % width
+    lanes = [NP[dtype](0)] * width
+    for k in range(0, whole, size):                 # each chunk's lanes from 0, added in order
+        part = [NP[dtype](0)] * width
+        for i in range(k, min(k + size, whole)):
+            part[i % width] = part[i % width] + e[i]
+        lanes = [a + b for a, b in zip(lanes, part)]
+    for i in range(whole, e.size):                  # lane 0 takes the tail
+        lanes[0] = lanes[0] + e[i]
+    while len(lanes) > 1:                           # then pairwise, in lane order
+        lanes = [a + b for a, b in zip(lanes[::2], lanes[1::2])]
+    assert got[0].tobytes() == np.asarray(lanes[0], NP[dtype]).tobytes()
+    agrees(fn, [x], got)
+
+
 def test_a_running_sum_someone_reads_is_not_cut_into_chunks():
     i, x, acc, total = (Reg(n, d) for n, d in (("%i", "i64"), ("%x", "f64"), ("%a", "f64"),
                                                 ("%t", "f64")))
@@ -305,9 +337,11 @@ def test_a_running_sum_someone_reads_is_not_cut_into_chunks():
     assert chunk_sums(shown, plan, iter(range(9)), visits, apart, copy) == shown    # a cumsum: not
 
 
-def test_numbas_prange_runs_the_same_chunks_to_the_same_bits(many_chunks):
-    fn = reduce_fn((60, 50), (0, 1))
-    x = sample("f64", (60, 50))
+@pytest.mark.parametrize("make", [lambda: reduce_fn((60, 50), (0, 1)),
+                                  lambda: math_and_sum((3000,), (0,))])
+def test_numbas_prange_runs_the_same_chunks_to_the_same_bits(make, many_chunks):
+    fn = make()
+    x = sample("f64", fn.params[0].type.shape)
     through_numba, text = compile_kernel_ir(fn, renderer="numba",
                                             cache=(load_module, njit_options, versions))
     assert "prange(" in text

@@ -16,8 +16,9 @@ loop over blocks around a loop over the lanes, which LLVM's loop vectorizer runs
 the math included: a sum carried in registers (rewrite.py's lanes, which a group of sums alone
 gets) would keep the math in scalar, one element at a time. The scratch has a row of slots per
 iteration of the outermost loop, so that loop's iterations still write apart (rewrite.py's
-parallel loops). The order is fixed by the program's shapes: no thread count, vector width or
-renderer changes the bits.
+parallel loops); a full sum's one row of lanes is cut with its loop into chunks of partial
+sums (partials.py), so that loop runs on threads too. The order is fixed by the program's
+shapes: no thread count, vector width or renderer changes the bits.
 """
 
 from __future__ import annotations

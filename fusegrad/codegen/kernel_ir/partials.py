@@ -14,6 +14,12 @@ function of the loop alone), each chunk adding into a slot of its own, zeroed fi
 
 whether threads are on or off, in every renderer, so the order is in the IR: threads take
 chunks, and the fold after them is serial. The slots are arena bytes past the plan's.
+
+A sum may also be a dense block of elements that inner loops walk (dst[j] = dst[j] + x over
+an inner j, the same j on every iteration): loop_group.py's lanes of a full sum, W1's math and
+its sum in one loop. Each chunk then has a block of slots of its own (part[c, j], zeroed
+first), the lanes of each chunk are added into dst's lanes chunk after chunk, element by
+element, and loop_group.py adds the lanes pairwise after that, as without chunks.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from .nodes import ITEMSIZE, Alu, Buffer, Call, Const, If, Index, Load, Loop, Re
 from .nodes import While, walk
 
 CHUNK_VISITS = 1 << 14          # loads and stores a chunk runs, about (llvm.py's too)
+MAX_SPAN = 64                   # elements of a block sum a chunk has slots for: a row of lanes
 _ALIGN = 64
 
 
@@ -61,8 +68,8 @@ def _sums(loop, apart) -> list:
     if any(loop.var in s.args for s in walk(loop.body) if isinstance(s, (Alu, Call))) or \
             any(loop.var == getattr(s, "value", None) for s in walk(loop.body)):
         return []                               # the counter as a value
-    inner = {s.var for s in walk(loop.body) if isinstance(s, Loop)} | {loop.var}
-    inner |= {s.out for s in walk(loop.body) if isinstance(s, (Alu, Call, Load))}
+    extents = {s.var: s.extent for s in walk(loop.body) if isinstance(s, Loop)}
+    inner = {s.out for s in walk(loop.body) if isinstance(s, (Alu, Call, Load))} | {loop.var}
     touched: dict = {}
     for s in walk(loop.body):
         if isinstance(s, (Load, Store)):
@@ -72,6 +79,8 @@ def _sums(loop, apart) -> list:
         stores = [u for u in uses if isinstance(u, Store)]
         if len(stores) != 1 or any(r in inner for r, _ in stores[0].index.terms):
             continue
+        if _span(stores[0].index, extents) is None:
+            return []                           # moved by inner loops, not in one small block
         store, loads = stores[0], [u for u in uses if isinstance(u, Load)]
         add = next((s for s in walk(loop.body) if isinstance(s, Alu) and
                     s.out == store.value), None)
@@ -83,6 +92,19 @@ def _sums(loop, apart) -> list:
         sums.append((loads[0], store))
     skip = {_place(store.buf) for _, store in sums}
     return sums if sums and apart(loop, skip) else []
+
+
+def _span(index, extents):
+    """How many elements index walks over the inner loops (extents): 1 for one element, the
+    product of the extents when they walk a dense block (strides 1, e1, e1 * e2, ...: a row of
+    loop_group.py's lanes) of at most MAX_SPAN elements (a column sum's row would want a row of
+    slots per chunk), else None."""
+    span = 1
+    for reg, stride in sorted(index.terms, key=lambda t: t[1]):
+        if reg not in extents or stride != span:
+            return None
+        span *= extents[reg]
+    return span if span <= MAX_SPAN else None
 
 
 def _uses(reg, stmts) -> int:
@@ -111,17 +133,29 @@ def _chunked(loop, sums, size, plan, tag, copy) -> list:
     full, rest = divmod(loop.extent, size)
     chunks = full + bool(rest)
     c, j = Reg(f"%c{tag}", "i64"), Reg(f"%j{tag}", "i64")
+    extents = {s.var: s.extent for s in walk(loop.body) if isinstance(s, Loop)}
+    spans = [_span(load.index, extents) for load, _ in sums]
     parts = []
-    for load, _ in sums:
+    for (load, _), span in zip(sums, spans):
         dtype = load.buf.dtype
         plan.arena = -(-plan.arena // _ALIGN) * _ALIGN
         parts.append(Buffer(0, plan.arena, dtype))
-        plan.arena += chunks * ITEMSIZE[dtype]
+        plan.arena += chunks * span * ITEMSIZE[dtype]
 
-    def chunk(var, count, counter, slot, suffix):
-        """Zero the chunk's slots, then run its iterations adding into them."""
-        moved = {(ld.buf, ld.index): (part, slot) for (ld, _), part in zip(sums, parts)}
-        zero = [Store(part, slot, Const(0, part.dtype)) for part in parts]
+    def chunk(var, count, counter, first, suffix):
+        """Zero the chunk's slots (its first at `first`), then run its iterations adding into
+        them, each element of a sum into its own slot."""
+        moved = {(ld.buf, ld.index): (part, Index(first.offset * span,
+                                                  tuple((r, k * span) for r, k in first.terms)
+                                                  + ld.index.terms))
+                 for (ld, _), part, span in zip(sums, parts, spans)}
+        zero = []
+        for part, span in zip(parts, spans):
+            at = Index(first.offset * span, tuple((r, k * span) for r, k in first.terms))
+            z = Reg(f"%z{tag}{suffix}_{len(zero)}", "i64")
+            zero.append(Store(part, at, Const(0, part.dtype)) if span == 1 else
+                        Loop(z, span, [Store(part, at.plus(terms=((z, 1),)),
+                                             Const(0, part.dtype))]))
         body = copy(_redirect(loop.body, moved), {loop.var: counter}, suffix)
         return [*zero, Loop(var, count, body)]
     out = []
@@ -131,12 +165,23 @@ def _chunked(loop, sums, size, plan, tag, copy) -> list:
     if rest:
         tail = Reg(f"%t{tag}", "i64")
         out += chunk(tail, rest, (tail, 1, full * size), Index(full), "_r")
-    for k, ((load, store), part) in enumerate(zip(sums, parts)):    # in chunk order
-        f = Reg(f"%f{tag}_{k}", "i64")
-        p, r, total = (Reg(f"{load.out.name}_{n}{tag}", load.out.dtype) for n in "prs")
-        out.append(Loop(f, chunks, [Load(p, part, Index(0, ((f, 1),))),
-                                    Load(r, load.buf, load.index),
-                                    Alu(total, "add", (r, p)),
-                                    Store(store.buf, store.index, total)]))
+    for k, ((load, store), part, span) in enumerate(zip(sums, parts, spans)):
+        out.append(_fold(load, store, part, span, chunks, f"{tag}_{k}"))
     return out
+
+
+def _fold(load, store, part, span, chunks, tag):
+    """dst's elements plus their partial sums, chunk after chunk (span elements a chunk)."""
+    f, e = Reg(f"%f{tag}", "i64"), Reg(f"%e{tag}", "i64")
+    p, r, total = (Reg(f"{load.out.name}_{n}{tag}", load.out.dtype) for n in "prs")
+    if span == 1:
+        return Loop(f, chunks, [Load(p, part, Index(0, ((f, 1),))),
+                                Load(r, load.buf, load.index),
+                                Alu(total, "add", (r, p)),
+                                Store(store.buf, store.index, total)])
+    at = Index(load.index.offset, ((e, 1),))
+    return Loop(f, chunks, [Loop(e, span, [Load(p, part, Index(0, ((f, span), (e, 1)))),
+                                           Load(r, load.buf, at),
+                                           Alu(total, "add", (r, p)),
+                                           Store(store.buf, at, total)])])
 
